@@ -1,0 +1,177 @@
+"""Every error reme-agent raises on purpose.
+
+Our exception hierarchy::
+
+    ReMeError(message, hint)                 base: str(e) = what happened, then what to do
+    ├── ConfigError                          bad or missing configuration
+    │   └── ModelNotConfigured               a job needs an LLM and none is configured
+    ├── VaultError                           problems with the vault folder itself
+    │   ├── VaultNotFound
+    │   └── IndexLocked                      another indexer holds the lock
+    ├── PathError                            a vault-relative path that cannot be used
+    │   ├── PathEscape                       `..`, absolute, or a symlink leading outside
+    │   ├── NoteNotFound(path, suggestions)
+    │   ├── NoteExists(path)
+    │   └── NotText(path, reason)            binary, non-UTF-8 or too large
+    ├── ParseError(path, line)               malformed frontmatter YAML
+    ├── WriteConflict                        writes that must not happen as asked
+    │   ├── StampChanged(path)               CAS: the file changed since it was read
+    │   └── ConservationViolation(path, missing_edges)   E-1/E-2: a rewrite dropped links
+    ├── InvalidArgument                      a tool was called with a bad value
+    └── BackendError                         vector store / model backend failure
+
+Tools raise these; each interface (AgentScope toolkit, MCP, CLI) converts them once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+
+class ReMeError(Exception):
+    """Base class: a message a model or a person can act on, plus an optional hint."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        self.message = message
+        self.hint = hint
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        return f"{self.message} {self.hint}" if self.hint else self.message
+
+
+class ConfigError(ReMeError):
+    """Configuration is invalid or incomplete."""
+
+
+class ModelNotConfigured(ConfigError):
+    """A job needs a chat model and none is configured."""
+
+    def __init__(self, job: str) -> None:
+        super().__init__(
+            f"The {job} job needs a chat model, and none is configured; nothing was changed.",
+            "Set `model.provider` and `model.model` in configs/*.yaml (or REME_MODEL__PROVIDER / "
+            "REME_MODEL__MODEL) and put the API key in the environment variable named by "
+            "`model.api_key_env`.",
+        )
+        self.job = job
+
+
+class VaultError(ReMeError):
+    """The vault folder cannot be used."""
+
+
+class VaultNotFound(VaultError):
+    def __init__(self, path: str) -> None:
+        super().__init__(
+            f"No vault at {path!r}.",
+            "Create it with `reme-agent init --vault PATH`, or pass --vault / set REME_VAULT.",
+        )
+        self.path = path
+
+
+class IndexLocked(VaultError):
+    def __init__(self, lock_path: str) -> None:
+        super().__init__(
+            f"Another indexer holds {lock_path}.",
+            "Wait for it to finish; two indexers must never write the projections at once.",
+        )
+        self.lock_path = lock_path
+
+
+class PathError(ReMeError):
+    """A vault-relative path that cannot be used."""
+
+    def __init__(self, message: str, path: str, hint: str | None = None) -> None:
+        super().__init__(message, hint)
+        self.path = path
+
+
+class PathEscape(PathError):
+    def __init__(self, path: str, reason: str = "it leads outside the vault") -> None:
+        super().__init__(
+            f"Refused path {path!r}: {reason}.",
+            path,
+            "Use a vault-relative path such as 'knowledge/topic/topic.md'.",
+        )
+
+
+class NoteNotFound(PathError):
+    def __init__(self, path: str, suggestions: Sequence[str] = ()) -> None:
+        self.suggestions = list(suggestions)
+        hint = (
+            "Did you mean: " + ", ".join(self.suggestions[:5]) + "?"
+            if self.suggestions
+            else "Use `list` or `search` to find the right path."
+        )
+        super().__init__(f"No file at {path!r}.", path, hint)
+
+
+class NoteExists(PathError):
+    def __init__(self, path: str) -> None:
+        super().__init__(
+            f"A file already exists at {path!r}.",
+            path,
+            "Read it first and pass overwrite=True (with its stamp) to replace it, or pick another path.",
+        )
+
+
+class NotText(PathError):
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"Cannot read {path!r} as text: {reason}.", path)
+        self.reason = reason
+
+
+class ParseError(ReMeError):
+    """Malformed frontmatter; the note is still indexed as plain text."""
+
+    def __init__(self, path: str, line: int | None, detail: str) -> None:
+        where = f"{path}:{line}" if line else path
+        super().__init__(
+            f"Malformed frontmatter in {where}: {detail}",
+            "Fix the YAML between the leading '---' lines; the note is indexed as plain text until then.",
+        )
+        self.path = path
+        self.line = line
+        self.detail = detail
+
+
+class WriteConflict(ReMeError):
+    """A write that must not happen as requested."""
+
+
+class StampChanged(WriteConflict):
+    def __init__(self, path: str, expected: str, actual: str | None) -> None:
+        super().__init__(
+            f"{path!r} changed since it was read (stamp {expected[:12]} is now "
+            f"{(actual or 'deleted')[:12]}); nothing was written.",
+            "Read it again, redo the edit on the new text, and write with the new stamp.",
+        )
+        self.path = path
+        self.expected = expected
+        self.actual = actual
+
+
+class ConservationViolation(WriteConflict):
+    """A rewrite dropped existing outbound links (DESIGN §5 E-1/E-2)."""
+
+    def __init__(self, path: str, missing: Iterable[tuple[str, str | None]]) -> None:
+        self.missing = sorted(set(missing), key=lambda e: (e[0], e[1] or ""))
+        shown = ", ".join(_edge_text(t, p) for t, p in self.missing)
+        super().__init__(
+            f"Refused rewrite of {path!r}: it drops existing links {shown}; nothing was written.",
+            "Keep every existing [[link]] (with its predicate) in the new body and write again.",
+        )
+        self.path = path
+
+
+def _edge_text(target: str, predicate: str | None) -> str:
+    return f"{predicate}:: [[{target}]]" if predicate else f"[[{target}]]"
+
+
+class InvalidArgument(ReMeError):
+    """A tool argument has the wrong value or type."""
+
+
+class BackendError(ReMeError):
+    """The vector store or another backend failed."""
