@@ -1,0 +1,559 @@
+"""Wikilinks: forms, edges, resolution and the conservation diff (DESIGN §4, §5 E-1).
+
+Pure functions over strings, no I/O. The graph projection, the E-1 check in the store and the
+`move`/merge retargeting all read links through this one module, so every part of reme-agent
+agrees on what counts as an edge.
+
+Forms (DESIGN §4), parsed from a note's body:
+
+- ``[[target]]``, ``[[target|shown text]]``, ``[[target#heading]]``, ``[[target#^block]]``;
+- line predicate ``predicate:: [[A]], [[B]]`` at the start of a line (after optional indentation,
+  ``>`` quote markers, a bullet ``-``/``*``/``+``/``1.``/``1)`` and a task box ``[ ]``): every
+  link on that line gets the predicate;
+- inline predicate ``[predicate:: [[A]]]`` anywhere in a line (the innermost one wins);
+- ``![[embed.png]]`` is an embed, not an edge; links in code spans, fenced code blocks and
+  indented code blocks are not edges; ``[[]]`` and same-note ``[[#heading]]`` are ignored.
+
+Decisions where DESIGN is silent:
+
+- Markdown structure is read line by line with a small CommonMark approximation (fences,
+  indented code, list nesting, block quotes); it never recurses, so deep nesting is safe.
+- In tables ``[[target\\|alias]]`` is the escaped alias form; the backslash is not part of the
+  target.
+- Resolution tiers: exact path, ``+ .md``, folder note, then *file names before aliases*: a
+  target that names exactly one file resolves to it even if another note carries the same
+  string as an alias or title (file names are identifiers, titles are prose). Comparisons in
+  the fuzzy tier are case-insensitive and Unicode-NFC-normalised; a target with folders
+  (``rrf/rrf``) matches by path suffix.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import unicodedata
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "FENCE",
+    "INDENTED",
+    "PREDICATE_RE",
+    "Edge",
+    "Link",
+    "LinkResolver",
+    "edges_of",
+    "extract_links",
+    "line_kinds",
+    "missing_edges",
+    "rewrite_targets",
+]
+
+PREDICATE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""Predicate ids (open vocabulary); use ``PREDICATE_RE.fullmatch(s)`` to validate one."""
+
+Edge = tuple[str, str | None]
+"""``(target, predicate)``: the identity of an edge inside one source note (DESIGN §4)."""
+
+
+@dataclass(frozen=True)
+class Link:
+    """One ``[[...]]`` occurrence; offsets and lines refer to the text that was parsed."""
+
+    target: str
+    alias: str | None
+    predicate: str | None
+    line: int
+    start: int
+    end: int
+    anchor: str | None = None
+
+
+# -- block structure -------------------------------------------------------------------------
+# Line kinds returned by line_kinds(). TEXT continues the paragraph of the line above; START
+# begins a new inline block (paragraph, list item, heading). Code spans never cross a START.
+TEXT, START, BLANK, FENCE, INDENTED = range(5)
+
+_WS_RE = re.compile(r"[ \t]*+")
+_QUOTE_RE = re.compile(r"[ \t]{0,3}>[ \t]?")
+_LIST_RE = re.compile(r"(?:[-*+]|[0-9]{1,9}[.)])(?=[ \t]|$)")
+_FENCE_OPEN_RE = re.compile(r"(`{3,}|~{3,})(.*)")
+_FENCE_CLOSE_RE = re.compile(r"(`{3,}|~{3,})[ \t]*$")
+_HEADING_START_RE = re.compile(r"#{1,6}(?:[ \t]|$)")
+# First characters after which a line is plain paragraph text at column 0 (the fast path).
+_SPECIAL_FIRST = frozenset(" \t>-*+0123456789`~#")
+
+
+def _col(s: str, end: int) -> int:
+    """Display column of offset `end` in `s` (tabs stop every 4 columns, as in CommonMark)."""
+    if "\t" not in s[:end]:
+        return end
+    col = 0
+    for ch in s[:end]:
+        col = col + 4 - col % 4 if ch == "\t" else col + 1
+    return col
+
+
+def line_kinds(lines: Sequence[str]) -> bytearray:
+    """Classify each line as TEXT/START/BLANK/FENCE/INDENTED (a CommonMark approximation).
+
+    Shared by the link extractor (code is not a link source) and the block splitter (fences are
+    never split on blank lines). Linear, no recursion: list nesting is a stack of content
+    columns, so a 50 MB note or a 10,000-level list is fine.
+    """
+    kinds = bytearray(len(lines))
+    fence_char, fence_len, fence_col, fence_q = "", 0, 0, 0
+    stack: list[int] = []  # content columns of the open list items, innermost last
+    para = False  # the previous line was paragraph text (lazy continuation; no indented code)
+    prev_q = 0
+    for i, line in enumerate(lines):
+        first = line[:1]
+        if not fence_char and first and first not in _SPECIAL_FIRST:
+            # Fast path: plain text at column 0, outside any quote or fence.
+            if not para:
+                kinds[i] = START
+                stack.clear()
+            para = True
+            prev_q = 0
+            continue
+        q, rest = 0, line
+        if first == ">" or (first in (" ", "\t") and _QUOTE_RE.match(line)):
+            pos = 0
+            while m := _QUOTE_RE.match(line, pos):
+                q += 1
+                pos = m.end()
+            rest = line[pos:]
+        if fence_char:
+            if q >= fence_q:
+                kinds[i] = FENCE
+                if fence_char in rest:
+                    ws = _WS_RE.match(rest).end()
+                    close = _FENCE_CLOSE_RE.match(rest, ws)
+                    if (close and close.group(1)[0] == fence_char
+                            and len(close.group(1)) >= fence_len
+                            and _col(rest, ws) < fence_col + 4):
+                        fence_char = ""
+                continue
+            fence_char = ""  # the block quote holding the fence ended, and the fence with it
+        ws = _WS_RE.match(rest).end()
+        if ws == len(rest):
+            kinds[i] = BLANK
+            para = False
+            prev_q = q
+            continue
+        if q != prev_q and not para:
+            stack.clear()
+        prev_q = q
+        col = _col(rest, ws)
+        marker = _LIST_RE.match(rest, ws)
+        if stack and (marker or not para):
+            while stack and col < stack[-1]:
+                stack.pop()
+        base = stack[-1] if stack else 0
+        if not para and col >= base + 4:
+            kinds[i] = INDENTED
+            continue
+        is_start = not para
+        pos = ws
+        while marker:
+            is_start = True
+            mend = marker.end()
+            after = _WS_RE.match(rest, mend).end()
+            mcol = _col(rest, mend)
+            if after == len(rest) or _col(rest, after) - mcol > 4:
+                content = mcol + 1  # empty item, or indented code inside the item
+            else:
+                content = _col(rest, after)
+            stack.append(content)
+            pos = after
+            marker = _LIST_RE.match(rest, pos) if after < len(rest) else None
+        block_ok = pos > ws or col - base < 4  # after a list marker, or not indented code
+        if block_ok and rest.startswith(("```", "~~~"), pos):
+            fm = _FENCE_OPEN_RE.match(rest, pos)
+            if fm and (fm.group(1)[0] == "~" or "`" not in fm.group(2)):
+                fence_char, fence_len = fm.group(1)[0], len(fm.group(1))
+                fence_col, fence_q = _col(rest, pos), q
+                kinds[i] = FENCE
+                para = False
+                continue
+        if block_ok and rest.startswith("#", pos) and _HEADING_START_RE.match(rest, pos):
+            kinds[i] = START
+            para = False
+            continue
+        kinds[i] = START if is_start else TEXT
+        para = True
+    return kinds
+
+
+# -- link extraction --------------------------------------------------------------------------
+_LINK_RE = re.compile(r"\[\[([^\[\]\n]*)\]\]")
+_TICKS_RE = re.compile(r"`+")
+_LINE_PRED_RE = re.compile(
+    r"(?:[ \t]*+>)*+[ \t]*+"
+    r"(?:(?:[-*+]|[0-9]{1,9}[.)])[ \t]++(?:\[.\][ \t]++)?)?"
+    r"([A-Za-z_][A-Za-z0-9_]*+)[ \t]*+::"
+)
+_INLINE_PRED_RE = re.compile(r"\[[ \t]*+([A-Za-z_][A-Za-z0-9_]*+)[ \t]*+::")
+_BRACKET_RE = re.compile(r"[\[\]]")
+
+
+def _code_spans(chunk: str) -> list[tuple[int, int]]:
+    """Inline code spans of one paragraph: a run of n backticks up to the next run of exactly n.
+
+    Linear: per run length, a forward-only pointer into that length's run list.
+    """
+    runs = [(m.start(), m.end()) for m in _TICKS_RE.finditer(chunk)]
+    by_len: dict[int, list[int]] = {}
+    for idx, (s, e) in enumerate(runs):
+        by_len.setdefault(e - s, []).append(idx)
+    ptr = dict.fromkeys(by_len, 0)
+    spans: list[tuple[int, int]] = []
+    i = 0
+    while i < len(runs):
+        s, e = runs[i]
+        same = by_len[e - s]
+        p = ptr[e - s]
+        while p < len(same) and same[p] <= i:
+            p += 1
+        ptr[e - s] = p
+        if p < len(same):
+            j = same[p]
+            spans.append((s, runs[j][1]))
+            i = j + 1
+        else:
+            i += 1
+    return spans
+
+
+def _parse_inner(inner: str) -> tuple[int, int, str | None, str | None] | None:
+    """Split the text between ``[[`` and ``]]`` into (target start, target end, anchor, alias).
+
+    Returns None for an empty target (``[[]]``, ``[[|x]]``, same-note ``[[#heading]]``).
+    """
+    bar = inner.find("|")
+    if bar >= 0:
+        alias: str | None = inner[bar + 1:].strip()
+        head_end = bar - 1 if bar > 0 and inner[bar - 1] == "\\" else bar
+    else:
+        alias = None
+        head_end = len(inner)
+    cut = head_end
+    for ch in "#^":
+        k = inner.find(ch, 0, cut)
+        if k >= 0:
+            cut = k
+    anchor = None
+    if cut < head_end:
+        raw = inner[cut + 1:head_end] if inner[cut] == "#" else inner[cut:head_end]
+        anchor = raw.strip() or None
+    seg = inner[:cut]
+    target = seg.strip()
+    if not target:
+        return None
+    t0 = len(seg) - len(seg.lstrip())
+    return t0, t0 + len(target), anchor, alias
+
+
+def _inline_fields(line: str) -> list[tuple[int, int, str]]:
+    """``[pred:: ...]`` spans in one line as (start, end, predicate), by start; bracket-matched."""
+    opens = {m.start(): m.group(1) for m in _INLINE_PRED_RE.finditer(line)}
+    if not opens:
+        return []
+    fields = []
+    stack: list[int] = []
+    for bm in _BRACKET_RE.finditer(line):
+        p = bm.start()
+        if line[p] == "[":
+            stack.append(p)
+        elif stack:
+            o = stack.pop()
+            if o in opens:
+                fields.append((o, p + 1, opens[o]))
+    fields.sort()
+    return fields
+
+
+def _predicate(fields: list[tuple[int, int, str]], line_pred: str | None, s: int, e: int) -> str | None:
+    """Innermost inline field holding [s, e), else the line predicate."""
+    k = bisect_right(fields, (s, float("inf"), "")) - 1
+    while k >= 0:
+        fs, fe, pred = fields[k]
+        if fs < s and e <= fe:
+            return pred
+        k -= 1
+    return line_pred
+
+
+def _links_in_chunk(chunk: str, base: int, first_line: int, out: list[Link]) -> None:
+    spans = _code_spans(chunk) if "`" in chunk else []
+    span_starts = [s for s, _ in spans]
+    line_starts = [0]
+    k = chunk.find("\n")
+    while k >= 0:
+        line_starts.append(k + 1)
+        k = chunk.find("\n", k + 1)
+    per_line: dict[int, tuple[str | None, list[tuple[int, int, str]]]] = {}
+    for m in _LINK_RE.finditer(chunk):
+        s, e = m.span()
+        if s > 0 and chunk[s - 1] == "!":
+            continue  # embed
+        if spans:
+            j = bisect_right(span_starts, s) - 1
+            if (j >= 0 and spans[j][1] > s) or (j + 1 < len(spans) and spans[j + 1][0] < e):
+                continue  # inside (or crossing) a code span
+        parsed = _parse_inner(m.group(1))
+        if parsed is None:
+            continue
+        t0, t1, anchor, alias = parsed
+        li = bisect_right(line_starts, s) - 1
+        ls = line_starts[li]
+        if li not in per_line:
+            le = line_starts[li + 1] - 1 if li + 1 < len(line_starts) else len(chunk)
+            line = chunk[ls:le]
+            lp = _LINE_PRED_RE.match(line)
+            per_line[li] = (lp.group(1) if lp else None, _inline_fields(line) if "::" in line else [])
+        line_pred, fields = per_line[li]
+        pred = _predicate(fields, line_pred, s - ls, e - ls) if fields else line_pred
+        out.append(Link(m.group(1)[t0:t1], alias, pred, first_line + li, base + s, base + e, anchor))
+
+
+def extract_links(text: str, line_offset: int = 1) -> list[Link]:
+    """All links of a Markdown body, in order. Never raises; code and embeds are skipped.
+
+    `line_offset` is the file line of the text's first line (the parser passes the body's start
+    line), so ``Link.line`` is a file line while ``start``/``end`` index into `text`.
+    """
+    if "[[" not in text:
+        return []
+    lines = text.split("\n")
+    kinds = line_kinds(lines)
+    out: list[Link] = []
+    n = len(lines)
+    i = pos = 0
+    while i < n:
+        if kinds[i] in (BLANK, FENCE, INDENTED):
+            pos += len(lines[i]) + 1
+            i += 1
+            continue
+        j = i + 1
+        end = pos + len(lines[i])
+        while j < n and kinds[j] == TEXT:
+            end += len(lines[j]) + 1
+            j += 1
+        if text.find("[[", pos, end) >= 0:
+            _links_in_chunk(text[pos:end], pos, i + line_offset, out)
+        pos = end + 1
+        i = j
+    return out
+
+
+# -- edges and the conservation diff ----------------------------------------------------------
+def _norm_target(target: str) -> str:
+    """Spelling-insensitive identity of an unresolved target (case, NFC, './', '.md')."""
+    t = unicodedata.normalize("NFC", target.strip().replace("\\", "/"))
+    while t.startswith(("/", "./")):
+        t = t[1:] if t[0] == "/" else t[2:]
+    t = t.casefold()
+    return t[:-3] if t.endswith(".md") else t
+
+
+def edges_of(links: Iterable[Link], resolve: Callable[[str], str | None] | None = None) -> set[Edge]:
+    """``(resolved path, or the raw target when unresolved, predicate)`` for each link."""
+    edges: set[Edge] = set()
+    for link in links:
+        hit = resolve(link.target) if resolve is not None else None
+        edges.add((hit or link.target, link.predicate))
+    return edges
+
+
+def _keyed_edges(text: str, resolve: Callable[[str], str | None] | None) -> dict[Edge, Edge]:
+    keyed: dict[Edge, Edge] = {}
+    for link in extract_links(text):
+        hit = resolve(link.target) if resolve is not None else None
+        key = (hit if hit else "\0" + _norm_target(link.target), link.predicate)
+        keyed.setdefault(key, (hit or link.target, link.predicate))
+    return keyed
+
+
+def missing_edges(old_text: str, new_text: str,
+                  resolve: Callable[[str], str | None] | None = None) -> set[Edge]:
+    """E-1: edges of `old_text` that `new_text` no longer has (empty set = conserved).
+
+    Edges compare by resolved path, so ``[[rrf]]`` rewritten as ``[[knowledge/rrf/rrf.md|rrf]]``
+    is kept, not dropped; without a resolver only spelling variants (case, ``.md``, ``./``)
+    compare equal, so callers checking real rewrites should pass one. A predicate change is a
+    drop of the old edge. Returned edges use the resolved path when there is one.
+    """
+    old = _keyed_edges(old_text, resolve)
+    if not old:
+        return set()
+    new = _keyed_edges(new_text, resolve)
+    return {shown for key, shown in old.items() if key not in new}
+
+
+def rewrite_targets(text: str, mapping: Callable[[Link], str | None]) -> str:
+    """Replace the target of each link for which `mapping` returns a new one.
+
+    Only the target characters change: alias, anchor, predicate, spacing and every other byte
+    stay as written (used by `move` and merge to retarget inbound links).
+    """
+    pieces: list[str] = []
+    last = 0
+    for link in extract_links(text):
+        new = mapping(link)
+        if new is None or new == link.target:
+            continue
+        parsed = _parse_inner(text[link.start + 2:link.end - 2])
+        if parsed is None:  # pragma: no cover - extract_links only yields non-empty targets
+            continue
+        t0, t1 = link.start + 2 + parsed[0], link.start + 2 + parsed[1]
+        pieces.append(text[last:t0])
+        pieces.append(new)
+        last = t1
+    if not pieces:
+        return text
+    pieces.append(text[last:])
+    return "".join(pieces)
+
+
+# -- resolution -------------------------------------------------------------------------------
+def _nfc(s: str) -> str:
+    return unicodedata.normalize("NFC", s)
+
+
+def _escapes(path: str) -> bool:
+    return path == ".." or path.startswith(("../", "/"))
+
+
+def _path_key(path: str) -> str:
+    key = _nfc(path).casefold()
+    return key[:-3] if key.endswith(".md") else key
+
+
+class LinkResolver:
+    """Resolves human-written targets to vault paths (DESIGN §4 order); incremental.
+
+    Order: 1 exact path; 2 path + ``.md``; 3 folder note ``X/X.md``; 4 the unique note whose
+    file name (case-insensitive, with or without ``.md``; a target with folders must match the
+    path's tail) is the target, else the unique note with that alias or title; 5 None
+    (dangling). Ambiguity at tier 4 resolves to None and `ambiguous` lists the candidates.
+    A leading ``/`` or ``./`` is accepted; ``./x`` and ``../x`` are first tried against the
+    source note's folder, and a target that would leave the vault never resolves.
+    """
+
+    def __init__(self, paths: Iterable[str],
+                 aliases: Mapping[str, Iterable[str]] | None = None) -> None:
+        self._paths: set[str] = set()
+        self._exact: dict[str, str] = {}  # NFC path -> path as given
+        self._key: dict[str, str] = {}  # path -> casefolded NFC path without '.md'
+        self._names: dict[str, set[str]] = {}  # last segment of the key -> paths
+        self._alias_paths: dict[str, set[str]] = {}  # casefolded alias -> paths
+        self._aliases_of: dict[str, list[str]] = {}
+        for path in paths:
+            self.add(path, (aliases or {}).get(path, ()))
+
+    def __contains__(self, path: object) -> bool:
+        return path in self._paths
+
+    def __len__(self) -> int:
+        return len(self._paths)
+
+    def add(self, path: str, aliases: Iterable[str] = ()) -> None:
+        """Add a note (or replace its aliases if it is known)."""
+        if path in self._paths:
+            self.remove(path)
+        self._paths.add(path)
+        self._exact[_nfc(path)] = path
+        key = _path_key(path)
+        self._key[path] = key
+        self._names.setdefault(key.rsplit("/", 1)[-1], set()).add(path)
+        if isinstance(aliases, str):  # `aliases: foo` in YAML is one alias, not three letters
+            aliases = [aliases]
+        keys = []
+        for alias in aliases or ():
+            if alias is None:
+                continue
+            a = _nfc(str(alias).strip()).casefold()
+            if a and a not in keys:
+                keys.append(a)
+                self._alias_paths.setdefault(a, set()).add(path)
+        self._aliases_of[path] = keys
+
+    def remove(self, path: str) -> None:
+        """Forget a note; unknown paths are ignored."""
+        if path not in self._paths:
+            return
+        self._paths.discard(path)
+        if self._exact.get(_nfc(path)) == path:
+            del self._exact[_nfc(path)]
+        key = self._key.pop(path)
+        _discard(self._names, key.rsplit("/", 1)[-1], path)
+        for a in self._aliases_of.pop(path, []):
+            _discard(self._alias_paths, a, path)
+
+    def resolve(self, target: str, source: str | None = None) -> str | None:
+        """The vault path `target` names, or None when it is dangling or ambiguous."""
+        return self._lookup(target, source)[0]
+
+    def ambiguous(self, target: str) -> list[str]:
+        """Candidate paths when `target` is an ambiguous file name or alias, else []."""
+        return self._lookup(target, None)[1]
+
+    def _lookup(self, target: str, source: str | None) -> tuple[str | None, list[str]]:
+        t = _nfc(target.strip().replace("\\", "/"))
+        if not t:
+            return None, []
+        if source is not None and t.startswith(("./", "../")):
+            folder = posixpath.dirname(_nfc(source.strip().replace("\\", "/")).lstrip("/"))
+            joined = posixpath.normpath(posixpath.join(folder, t))
+            if _escapes(joined):
+                return None, []
+            hit = self._direct(joined)
+            if hit or t.startswith("../"):
+                return hit, []
+        rel = t
+        while rel.startswith(("/", "./")):
+            rel = rel[1:] if rel[0] == "/" else rel[2:]
+        if not rel:
+            return None, []
+        norm = posixpath.normpath(rel)
+        if norm == "." or _escapes(norm):
+            return None, []
+        hit = self._direct(norm)
+        if hit:
+            return hit, []
+        return self._fuzzy(norm, t)
+
+    def _direct(self, p: str) -> str | None:
+        stem = p[:-3] if p.endswith(".md") else p
+        for cand in (p, p + ".md", f"{p}/{posixpath.basename(p)}.md",
+                     f"{stem}/{posixpath.basename(stem)}.md"):
+            hit = self._exact.get(cand)
+            if hit is not None:
+                return hit
+        return None
+
+    def _fuzzy(self, norm: str, raw: str) -> tuple[str | None, list[str]]:
+        key = _path_key(norm)
+        name = key.rsplit("/", 1)[-1]
+        cands: Iterable[str] = self._names.get(name, ())
+        if "/" in key:
+            folder_note = f"{key}/{name}"
+            cands = [c for c in cands
+                     if (k := self._key[c]) in (key, folder_note)
+                     or k.endswith(("/" + key, "/" + folder_note))]
+        found = sorted(cands)
+        if not found:
+            found = sorted(self._alias_paths.get(raw.casefold(), ()))
+        if len(found) == 1:
+            return found[0], []
+        return None, found
+
+
+def _discard(index: dict[str, set[str]], key: str, path: str) -> None:
+    paths = index.get(key)
+    if paths is not None:
+        paths.discard(path)
+        if not paths:
+            del index[key]

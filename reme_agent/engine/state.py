@@ -1,0 +1,183 @@
+"""The indexer's memory of what it last indexed, in SQLite under `<vault>/.reme/` (DESIGN §6).
+
+Per file: size, mtime, stamp, frontmatter, raw links and parse error; per block: id, lines,
+hash, text and BM25 tokens. The vector store holds only embeddings keyed by block id, so
+opening a vault rebuilds BM25 and the graph from here without re-tokenising or re-parsing.
+Deleting `.reme/` loses nothing: everything here is derived from the files.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 2
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS files (
+    path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, stamp TEXT NOT NULL,
+    frontmatter TEXT NOT NULL, links TEXT NOT NULL, error TEXT, indexed_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS blocks (
+    id TEXT PRIMARY KEY, path TEXT NOT NULL, idx INTEGER NOT NULL, start_line INTEGER NOT NULL,
+    end_line INTEGER NOT NULL, hash TEXT NOT NULL, heading TEXT, text TEXT NOT NULL, tokens TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS blocks_path ON blocks(path);
+"""
+
+
+@dataclass
+class FileRow:
+    path: str
+    size: int
+    mtime_ns: int
+    stamp: str
+    frontmatter: dict[str, Any]
+    links: list[dict[str, Any]]
+    error: str | None
+    indexed_at: float
+
+
+@dataclass
+class BlockRow:
+    id: str
+    path: str
+    idx: int
+    start_line: int
+    end_line: int
+    hash: str
+    heading: str | None
+    text: str
+    tokens: list[str] = field(default_factory=list)
+
+
+class IndexState:
+    """Thread-safe access to the index database (one connection, serialised)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(path, check_same_thread=False, timeout=30)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+        if self.get_meta("schema_version") not in (None, str(SCHEMA_VERSION)):
+            self.clear()
+        self.set_meta("schema_version", str(SCHEMA_VERSION))
+
+    # -- meta --------------------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        with self._lock:
+            row = self._db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._lock, self._db:
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    def generation(self) -> int:
+        """Bumped on every committed index run, so other processes can notice changes."""
+        return int(self.get_meta("generation") or 0)
+
+    def bump_generation(self) -> int:
+        gen = self.generation() + 1
+        self.set_meta("generation", str(gen))
+        return gen
+
+    # -- files -------------------------------------------------------------------------
+    def files(self) -> dict[str, FileRow]:
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM files").fetchall()
+        return {r[0]: _file_row(r) for r in rows}
+
+    def file(self, path: str) -> FileRow | None:
+        with self._lock:
+            row = self._db.execute("SELECT * FROM files WHERE path=?", (path,)).fetchone()
+        return _file_row(row) if row else None
+
+    def touch(self, path: str, size: int, mtime_ns: int) -> None:
+        with self._lock, self._db:
+            self._db.execute("UPDATE files SET size=?, mtime_ns=? WHERE path=?", (size, mtime_ns, path))
+
+    def replace_file(self, row: FileRow, blocks: Iterable[BlockRow]) -> None:
+        """Replace a file's row and all its blocks in one transaction."""
+        with self._lock, self._db:
+            self._db.execute("DELETE FROM blocks WHERE path=?", (row.path,))
+            self._db.execute(
+                "INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?,?)",
+                (row.path, row.size, row.mtime_ns, row.stamp,
+                 json.dumps(row.frontmatter, ensure_ascii=False, default=str),
+                 json.dumps(row.links, ensure_ascii=False), row.error, row.indexed_at))
+            self._db.executemany(
+                "INSERT OR REPLACE INTO blocks VALUES (?,?,?,?,?,?,?,?,?)",
+                [(b.id, b.path, b.idx, b.start_line, b.end_line, b.hash, b.heading, b.text,
+                  json.dumps(b.tokens, ensure_ascii=False)) for b in blocks])
+
+    def delete_file(self, path: str) -> None:
+        with self._lock, self._db:
+            self._db.execute("DELETE FROM blocks WHERE path=?", (path,))
+            self._db.execute("DELETE FROM files WHERE path=?", (path,))
+
+    # -- blocks ------------------------------------------------------------------------
+    def block_ids(self, path: str) -> list[str]:
+        with self._lock:
+            return [r[0] for r in self._db.execute("SELECT id FROM blocks WHERE path=?", (path,))]
+
+    def blocks_of(self, path: str) -> list[BlockRow]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT * FROM blocks WHERE path=? ORDER BY idx", (path,)).fetchall()
+        return [_block_row(r) for r in rows]
+
+    def blocks_by_id(self, ids: Iterable[str]) -> dict[str, BlockRow]:
+        wanted = list(dict.fromkeys(ids))
+        out: dict[str, BlockRow] = {}
+        with self._lock:
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start:start + 500]
+                marks = ",".join("?" * len(chunk))
+                for r in self._db.execute(f"SELECT * FROM blocks WHERE id IN ({marks})", chunk):
+                    out[r[0]] = _block_row(r)
+        return out
+
+    def iter_block_tokens(self) -> Iterator[tuple[str, str, list[str]]]:
+        """(block id, path, tokens) for every block: what a cold open needs for BM25."""
+        with self._lock:
+            rows = self._db.execute("SELECT id, path, tokens FROM blocks").fetchall()
+        for block_id, path, tokens in rows:
+            yield block_id, path, json.loads(tokens)
+
+    def all_block_ids(self) -> set[str]:
+        with self._lock:
+            return {r[0] for r in self._db.execute("SELECT id FROM blocks")}
+
+    def counts(self) -> tuple[int, int]:
+        with self._lock:
+            files = self._db.execute("SELECT COUNT(*) FROM files").fetchone()[0]
+            blocks = self._db.execute("SELECT COUNT(*) FROM blocks").fetchone()[0]
+        return files, blocks
+
+    def clear(self) -> None:
+        with self._lock, self._db:
+            self._db.execute("DELETE FROM blocks")
+            self._db.execute("DELETE FROM files")
+            self._db.execute("DELETE FROM meta WHERE key != 'generation'")
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def _file_row(r: tuple[Any, ...]) -> FileRow:
+    return FileRow(r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5]), r[6], r[7])
+
+
+def _block_row(r: tuple[Any, ...]) -> BlockRow:
+    return BlockRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], json.loads(r[8]))

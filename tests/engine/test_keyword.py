@@ -1,0 +1,175 @@
+"""Keyword projection (DESIGN §6): BM25 parity with rank_bm25, incremental updates."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from rank_bm25 import BM25Okapi
+
+from reme_agent.engine.projections.keyword import KeywordProjection
+
+
+def _corpus(seed: int, n_docs: int, vocab: int = 300) -> list[list[str]]:
+    """Zipf-ish random corpus: common terms (negative idf) and rare ones, some empty docs."""
+    rng = random.Random(seed)
+    words = [f"t{i}" for i in range(vocab)]
+    weights = [1.0 / (i + 1) for i in range(vocab)]
+    return [rng.choices(words, weights, k=rng.randint(0, 40)) for _ in range(n_docs)]
+
+
+def _queries(seed: int) -> list[list[str]]:
+    rng = random.Random(seed)
+    qs = [["t0"], ["t0", "t1", "t2"], ["t5", "t5", "t77"], ["t299", "missing"], ["missing"], []]
+    qs += [[f"t{rng.randint(0, 299)}" for _ in range(rng.randint(1, 6))] for _ in range(20)]
+    return qs
+
+
+def _assert_parity(kp: KeywordProjection, docs: dict[str, list[str]]) -> None:
+    ids = list(docs)
+    ref = BM25Okapi([docs[i] for i in ids])
+    for q in _queries(7):
+        got = kp.scores(q)
+        ours = np.array([got.get(i, 0.0) for i in ids])
+        assert np.allclose(ours, ref.get_scores(q)), q
+        assert set(got) <= set(ids)
+
+
+def test_parity_with_rank_bm25_on_random_corpus() -> None:
+    corpus = _corpus(1, 400)
+    kp = KeywordProjection(tokenizer=str.split)
+    docs = {f"d{i}": toks for i, toks in enumerate(corpus)}
+    kp.add_many(docs.items())
+    assert len(kp) == 400
+    _assert_parity(kp, docs)
+    # the corpus really exercises the negative-idf (epsilon) rule
+    ref = BM25Okapi(corpus)
+    assert any(ref.idf[w] == pytest.approx(0.25 * ref.average_idf) for w in ("t0", "t1"))
+
+
+def test_parity_with_custom_parameters() -> None:
+    corpus = _corpus(2, 150)
+    kp = KeywordProjection(k1=1.2, b=0.5, epsilon=0.1, tokenizer=str.split)
+    kp.add_many((f"d{i}", t) for i, t in enumerate(corpus))
+    ref = BM25Okapi(corpus, k1=1.2, b=0.5, epsilon=0.1)
+    for q in _queries(3):
+        got = kp.scores(q)
+        assert np.allclose([got.get(f"d{i}", 0.0) for i in range(150)], ref.get_scores(q))
+
+
+def test_parity_survives_removes_replaces_and_slot_reuse() -> None:
+    corpus = _corpus(3, 300)
+    extra = _corpus(4, 200)
+    kp = KeywordProjection(tokenizer=str.split)
+    docs = {f"d{i}": toks for i, toks in enumerate(corpus)}
+    kp.add_many(docs.items())
+    rng = random.Random(5)
+    for step in range(600):
+        doc_id = f"d{rng.randint(0, 349)}"
+        if rng.random() < 0.4:
+            kp.remove(doc_id)
+            docs.pop(doc_id, None)
+        else:
+            toks = extra[step % len(extra)]
+            kp.add(doc_id, tokens=toks)
+            docs.pop(doc_id, None)
+            docs[doc_id] = toks
+    assert len(kp) == len(docs)
+    assert kp.doc_ids() == set(docs)
+    _assert_parity(kp, docs)
+
+
+def test_query_returns_positive_scores_best_first() -> None:
+    kp = KeywordProjection()
+    kp.add("apple", "Apple pie recipe with cinnamon")
+    kp.add("tart", "An apple tart and apple crumble")
+    kp.add("car", "The car needs new tyres")
+    hits = kp.query("apple recipes", 10)
+    assert [h[0] for h in hits] == ["apple", "tart"] or [h[0] for h in hits] == ["tart", "apple"]
+    assert all(s > 0 for _, s in hits)
+    assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
+    assert kp.query("apple", 1)[0][0] in {"apple", "tart"}
+    assert kp.query("nothing matches", 5) == []
+    assert kp.query("apple", 0) == []
+
+
+def test_remove_and_readd_update_scores() -> None:
+    kp = KeywordProjection()
+    kp.add("a", "vector database index")
+    kp.add("b", "cooking with garlic")
+    kp.add("c", "gardening in spring")
+    for i in range(5):  # BM25Okapi gives idf 0 to a term in half the docs: keep it rare
+        kp.add(f"filler{i}", f"unrelated filler text number {i}")
+    assert [h[0] for h in kp.query("vector index", 5)] == ["a"]
+    kp.remove("a")
+    assert kp.query("vector index", 5) == []
+    assert "a" not in kp and len(kp) == 7
+    kp.remove("a")  # unknown id: no error
+    kp.add("b", "a vector index for garlic recipes")  # replaces b
+    assert [h[0] for h in kp.query("vector", 5)] == ["b"]
+    assert kp.query("cooking", 5) == []
+
+
+def test_add_returns_tokens_and_accepts_saved_tokens() -> None:
+    kp = KeywordProjection()
+    toks = kp.add("a", "Running the indexing on my notes")
+    assert toks == ["run", "index", "note"]
+    kp2 = KeywordProjection()
+    kp2.add("a", tokens=toks)
+    kp.add("b", "unrelated words here")
+    kp2.add("b", "unrelated words here")
+    assert kp.scores(["index"]) == kp2.scores(["index"])
+    with pytest.raises(ValueError):
+        kp.add("c")
+
+
+def test_chinese_query_finds_chinese_doc() -> None:
+    kp = KeywordProjection()
+    kp.add("zh1", "我们讨论了向量数据库的索引设计和检索效果。")
+    kp.add("zh2", "周末去海边游泳，晚上吃烤鱼。")
+    kp.add("en1", "Vector databases store embeddings.")
+    hits = kp.query("向量数据库怎么设计索引？", 5)
+    assert hits[0][0] == "zh1"
+    assert "zh2" not in [h[0] for h in hits]
+
+
+def test_allowed_filter_is_applied_in_score_order() -> None:
+    kp = KeywordProjection(tokenizer=str.split)
+    for i in range(20):
+        kp.add(f"d{i}", tokens=["x"] * (i + 1) + ["pad"] * 5)
+    for i in range(30):  # so that "x" is in fewer than half the docs (positive idf)
+        kp.add(f"other{i}", tokens=["pad", f"w{i}"])
+    calls: list[str] = []
+
+    def allowed(doc_id: str) -> bool:
+        calls.append(doc_id)
+        return int(doc_id[1:]) % 2 == 0
+
+    hits = kp.query("x", 3, allowed=allowed)
+    assert [h[0] for h in hits] == ["d18", "d16", "d14"]
+    assert len(calls) <= 6
+
+
+def test_empty_index() -> None:
+    kp = KeywordProjection()
+    assert kp.query("anything", 5) == []
+    assert kp.scores(["anything"]) == {}
+    assert len(kp) == 0
+
+
+def test_tokens_of_and_clear() -> None:
+    kp = KeywordProjection(tokenizer=str.split)
+    kp.add("a", tokens=["x", "y", "x", "z"])
+    assert kp.tokens_of("a") == ["x", "x", "y", "z"]
+    assert kp.tokens_of("missing") is None
+    kp.add("e", tokens=[])
+    assert kp.tokens_of("e") == []
+    kp2 = KeywordProjection(tokenizer=str.split)
+    kp2.add("a", tokens=kp.tokens_of("a"))
+    kp2.add("e", tokens=[])
+    assert kp2.scores(["x", "z"]) == kp.scores(["x", "z"])
+    kp.clear()
+    assert len(kp) == 0 and kp.scores(["x"]) == {} and kp.tokens_of("a") is None
+    kp.add("b", tokens=["x"])
+    assert set(kp.scores(["x"])) == {"b"}
