@@ -1,0 +1,39 @@
+"""reme-agent: long-term Markdown memory for AgentScope agents.
+
+Public API (imported lazily, so `import reme_agent` stays cheap):
+
+    open_vault, Vault          the vault handle (engine + projections)
+    Settings, load_settings    configuration
+    search                     node-level recall
+    build_toolkit              the atomic tools as an AgentScope Toolkit
+    build_server               the tools as an MCP server
+    errors                     the exception tree (ReMeError and subclasses)
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "Settings": "reme_agent.config",
+    "load_settings": "reme_agent.config",
+    "Vault": "reme_agent.vault",
+    "open_vault": "reme_agent.vault",
+    "search": "reme_agent.recall.search",
+    "build_toolkit": "reme_agent.toolkit.agentscope",
+    "build_server": "reme_agent.mcp_server",
+    "ReMeError": "reme_agent.errors",
+}
+
+__all__ = sorted([*_EXPORTS, "errors", "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    if name == "errors":
+        return importlib.import_module("reme_agent.errors")
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'reme_agent' has no attribute {name!r}")

@@ -216,23 +216,29 @@ class Indexer:
         return report
 
     def _scan(self, only: list[str] | None, report: IndexReport) -> dict[str, tuple[int, int]]:
-        listing = self.store.list() if only is None else [self.store.normalize(p) for p in only]
+        if only is None:
+            found = self.store.scan(self.extensions)
+        else:
+            found = []
+            for raw in only:
+                path = self.store.normalize(raw)
+                if not path.lower().endswith(self.extensions):
+                    continue
+                try:
+                    st = os.stat(self.store.resolve(path))
+                except (FileNotFoundError, NotADirectoryError):
+                    continue
+                except OSError as exc:
+                    self._skip(report, path, str(exc))
+                    continue
+                found.append((path, st.st_size, st.st_mtime_ns))
         out: dict[str, tuple[int, int]] = {}
-        for path in listing:
-            if not path.lower().endswith(self.extensions):
-                continue
-            try:
-                st = os.stat(self.store.resolve(path))
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-            except OSError as exc:
-                self._skip(report, path, str(exc))
-                continue
-            if st.st_size > self.max_file_bytes:
-                self._skip(report, path, f"{st.st_size} bytes is over index.max_file_bytes "
+        for path, size, mtime_ns in found:
+            if size > self.max_file_bytes:
+                self._skip(report, path, f"{size} bytes is over index.max_file_bytes "
                                          f"({self.max_file_bytes})")
                 continue
-            out[path] = (st.st_size, st.st_mtime_ns)
+            out[path] = (size, mtime_ns)
         return out
 
     def _parse(self, path: str, text: str, size: int, mtime_ns: int, stamp: str,

@@ -1,0 +1,149 @@
+"""Face 2: the tools as an MCP server (service and expert tiers), built from the one registry.
+
+The same L4 functions as the AgentScope toolkit (no second copy): each spec is bound to the
+vault, its ReMeError becomes an MCP `ToolError` (so the model reads what happened and what
+to do, and the server keeps serving), and its result carries both the readable text (for the
+model) and the JSON data (`structuredContent`, for programs). The `service` tier adds the
+LLM jobs as tools; `expert` exposes atomic tools only.
+
+HTTP binds to 127.0.0.1 by default. Binding anywhere else requires a bearer token read from
+an environment variable; requests without it get 401. stdout is the protocol channel on
+stdio, so everything else logs to stderr.
+"""
+
+from __future__ import annotations
+
+import functools
+import hmac
+import inspect
+import logging
+import os
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from reme_agent.errors import ConfigError, ReMeError
+from reme_agent.toolkit.registry import ToolSpec, select
+from reme_agent.toolkit.results import ToolResult
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+    from reme_agent.vault import Vault
+
+log = logging.getLogger("reme_agent.mcp")
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def _job_specs() -> Sequence[ToolSpec]:
+    """Job tools for the service tier, when the jobs package provides them."""
+    try:
+        from reme_agent.jobs.tools import JOB_TOOLS
+    except ImportError:
+        return ()
+    return JOB_TOOLS
+
+
+def mcp_tool(spec: ToolSpec, vault: Vault) -> Callable[..., Any]:
+    """The spec bound to `vault`, returning a CallToolResult with text + structured data."""
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp_types import CallToolResult, TextContent
+
+    bound = spec.bind(vault)
+
+    @functools.wraps(bound)
+    def call(**kwargs: Any) -> CallToolResult:
+        try:
+            result = bound(**kwargs)
+        except ReMeError as exc:
+            raise ToolError(str(exc)) from exc
+        if isinstance(result, ToolResult):
+            return CallToolResult(content=[TextContent(type="text", text=result.text)],
+                                  structured_content=dict(result))
+        if isinstance(result, dict):
+            import json
+
+            return CallToolResult(content=[TextContent(type="text", text=json.dumps(
+                result, ensure_ascii=False, default=str))], structured_content=result)
+        return CallToolResult(content=[TextContent(type="text", text=str(result))])
+
+    del call.__wrapped__
+    call.__signature__ = inspect.signature(bound).replace(  # type: ignore[attr-defined]
+        return_annotation=CallToolResult)
+    call.__annotations__ = {**bound.__annotations__, "return": CallToolResult}
+    return call
+
+
+def build_server(vault: Vault, tier: str = "service", *,
+                 extra: Sequence[ToolSpec] | None = None) -> MCPServer:
+    """A new MCP server over `vault` (no global registration, no shared state)."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp_types import ToolAnnotations
+
+    server = MCPServer("reme-agent", instructions=(
+        "Long-term memory: a vault of Markdown notes. Search before you write; read a note "
+        "(and its stamp) before you change it; link with full paths like "
+        "[[knowledge/topic/topic.md]]."))
+    specs = select(tier=tier, extra=_job_specs() if extra is None else extra)
+    for spec in specs:
+        server.add_tool(mcp_tool(spec, vault), name=spec.name, description=spec.description,
+                        annotations=ToolAnnotations(read_only_hint=spec.read_only,
+                                                    destructive_hint=spec.destructive))
+    return server
+
+
+class BearerAuth:
+    """ASGI middleware: refuse HTTP requests without `Authorization: Bearer <token>`."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope.get("type") == "http":
+            headers = dict(scope.get("headers") or [])
+            if not hmac.compare_digest(headers.get(b"authorization", b""), self.expected):
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"text/plain"),
+                                        (b"www-authenticate", b"Bearer")]})
+                await send({"type": "http.response.body", "body": b"missing or wrong bearer token"})
+                return
+        await self.app(scope, receive, send)
+
+
+def http_app(server: MCPServer, host: str, token: str | None) -> Any:
+    """The streamable-HTTP ASGI app, wrapped in bearer auth when a token is given."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    security = None
+    if host not in LOOPBACK:
+        security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    app = server.streamable_http_app(host=host, transport_security=security, stateless_http=True,
+                                     json_response=True)
+    return BearerAuth(app, token) if token else app
+
+
+def resolve_token(host: str, token_env: str | None) -> str | None:
+    """The bearer token; required (ConfigError) when binding beyond loopback."""
+    token = os.environ.get(token_env) if token_env else None
+    if host not in LOOPBACK and not token:
+        raise ConfigError(
+            f"Refusing to serve MCP over HTTP on {host} without a bearer token.",
+            "Set --token-env NAME to an environment variable holding a secret token, "
+            "or bind to 127.0.0.1.")
+    return token
+
+
+def serve(vault: Vault, tier: str, transport: str, host: str = "127.0.0.1", port: int = 8765,
+          token_env: str | None = None) -> None:
+    """Run the server until interrupted (stdio or streamable HTTP)."""
+    server = build_server(vault, tier)
+    if transport == "stdio":
+        server.run("stdio")
+        return
+    import uvicorn
+
+    token = resolve_token(host, token_env)
+    log.warning("MCP (%s tier) on http://%s:%d/mcp%s", tier, host, port,
+                " with bearer auth" if token else "")
+    uvicorn.run(http_app(server, host, token), host=host, port=port, log_level="warning")
