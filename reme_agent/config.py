@@ -65,6 +65,10 @@ class SearchSettings(_Section):
     use_centrality: bool = True
     use_community: bool = True
     use_recency: bool = True
+    use_layer: bool = Field(True, description="Apply the R-2 layer tie-break weight.")
+    recency_use_mtime: bool = Field(
+        True, description="Count the file mtime as activity in recency (else only as a fallback "
+        "for notes without an `updated`/`created` date).")
     top_chunks_per_path: int = Field(2, ge=1)
     expand_depth: int = Field(1, ge=0, le=3)
     max_links_per_direction: int = Field(10, ge=1)
@@ -102,7 +106,11 @@ class JobSettings(_Section):
     language: Literal["en", "zh"] = "en"
     split_token_threshold: int = Field(2000, description="D3 overload: body tokens above this.")
     split_block_threshold: int = Field(40, description="D3 overload: blocks above this.")
-    max_cas_redos: int = 3
+    max_cas_redos: int = Field(3, ge=0, description="CAS redos per note before a job skips it.")
+    inherit_days: int = Field(7, ge=0, description="Synchronizer INHERIT: look back this many "
+                              "days for an active note of the same task.")
+    sync_max_chars: int = Field(40000, ge=1000, description="Synchronizer: transcript characters "
+                                "given to the model (the latest turns are kept).")
 
 
 class MaintainSettings(_Section):
@@ -112,6 +120,49 @@ class MaintainSettings(_Section):
     merge_similarity: float = Field(0.95, description="Union-find threshold for merge candidates.")
     louvain_resolution: float = 1.0
     seed: int = 42
+    community_layers: list[str] = Field(
+        ["knowledge"], description="Top folders whose notes form the community graph.")
+    decay_use_mtime: bool = Field(
+        True, description="Count the file mtime as activity in the decay score (besides the "
+        "last read and the frontmatter `updated`/`created`).")
+    archive_dir: str = Field("archive", description="Folder `maintain --move-archived` moves "
+                             "archived notes into (keeping their path below it).")
+    access_keep_days: int = Field(90, ge=1, description="Access-log days kept per note.")
+    merge_layers: list[str] = Field(["knowledge"], description="Top folders searched for duplicates.")
+    merge_neighbors: int = Field(10, ge=1, description="Most similar partners kept per node.")
+    merge_max_group: int = Field(5, ge=2, description="Larger duplicate groups are reported "
+                                 "for review, never merged automatically.")
+    merge_max_per_run: int = Field(20, ge=0, description="Groups sent to the model per run.")
+    split_k_max: int = Field(6, ge=2, description="K-means tries K = 2..this for a split.")
+    split_min_silhouette: float = Field(0.05, description="Below this best silhouette the "
+                                        "blocks have no topics and nothing is proposed.")
+    split_max_per_run: int = Field(5, ge=0, description="Splits proposed/attempted per run.")
+    cooldown_days: float = Field(30.0, description="No new merge/split of a node for this long "
+                                 "after one.")
+    rejected_cooldown_days: float = Field(90.0, description="A group the model kept apart is "
+                                          "not asked about again for this long.")
+
+
+class AutoLinkSettings(_Section):
+    """Auto-link (DESIGN §9): turning unlinked mentions into [[links]]."""
+
+    levels: list[str] = Field(["L1"], description="Levels run by default: L1..L4.")
+    first_mention_only: bool = Field(True, description="Link only the first mention per target per note.")
+    min_name_chars: int = Field(2, description="Ignore node names shorter than this.")
+    l2_similarity: float = Field(0.8, description="L2: embedding similarity for related-unlinked pairs.")
+    l4_similarity: float = Field(0.92, description="L4: similarity for duplicate reports.")
+    l2_community_similarity: float = Field(
+        0.6, description="L2: lower similarity accepted when both nodes share a community.")
+    l2_max_pairs: int = Field(20, ge=0, description="L2: pairs judged per run (most similar first).")
+    see_also_label: str = Field("See also", min_length=1,
+                                description="L2: the label of the appended line ('参见' in zh vaults).")
+    l3_max_links: int = Field(20, ge=0, description="L3: bare links judged per run.")
+    l3_predicates: list[str] = Field(
+        ["is_a", "part_of", "depends_on", "uses", "causes", "extends", "instance_of",
+         "contradicts", "supports", "alternative_to"],
+        description="L3: predicates suggested to the model (any valid id is accepted).")
+    l4_max_pairs: int = Field(100, ge=0, description="L4: duplicate pairs listed per report.")
+    judge_batch: int = Field(10, ge=1, description="Questions per model call (L1/L2/L3).")
 
 
 class Settings(_Section):
@@ -123,6 +174,7 @@ class Settings(_Section):
     toolkit: ToolkitSettings = ToolkitSettings()
     jobs: JobSettings = JobSettings()
     maintain: MaintainSettings = MaintainSettings()
+    autolink: AutoLinkSettings = AutoLinkSettings()
 
 
 def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -178,3 +230,22 @@ def load_settings(
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise ConfigError(f"Bad config value at {where}: {first['msg']}.") from exc
+
+
+def reference_yaml() -> str:
+    """configs/default.yaml: every key with its default and description, from the model itself."""
+    lines = ["# reme-agent configuration reference, generated from reme_agent/config.py",
+             "# (`reme-agent config --reference`). Every key is optional; values shown are defaults.",
+             "# Precedence: CLI flags > REME_<SECTION>__<KEY> env vars > --config files >",
+             "# <vault>/.reme/config.yaml > these defaults.", ""]
+    for section, field in Settings.model_fields.items():
+        model = field.annotation
+        doc = (model.__doc__ or "").strip().splitlines()[0] if model.__doc__ else ""
+        lines.append(f"{section}:" + (f"  # {doc}" if doc else ""))
+        for key, sub in model.model_fields.items():  # type: ignore[union-attr]
+            value = yaml.safe_dump(sub.default, default_flow_style=True, allow_unicode=True)
+            value = value.strip().removesuffix("...").strip()
+            comment = f"  # {sub.description}" if sub.description else ""
+            lines.append(f"  {key}: {value}{comment}")
+        lines.append("")
+    return "\n".join(lines)

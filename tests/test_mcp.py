@@ -144,3 +144,19 @@ def test_binding_off_loopback_without_a_token_is_refused(tmp_path: Path) -> None
     code = main(["mcp", "--vault", str(tmp_path / "v"), "--transport", "http",
                  "--host", "0.0.0.0"])
     assert code == 1
+
+
+def test_agentscope_mcp_client_example_runs_against_the_stdio_server(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    monkeypatch.setenv("REME_EMBEDDER__NAME", "hash")
+    spec = importlib.util.spec_from_file_location(
+        "mcp_example", Path(__file__).resolve().parents[1] / "examples" / "mcp_agentscope_client.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    answer = asyncio.run(example.run(str(vault)))
+    assert answer == "Saved and found the MCP demo note."
+    assert "share one memory vault" in (vault / "knowledge/mcp-demo/mcp-demo.md").read_text()

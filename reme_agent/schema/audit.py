@@ -1,0 +1,55 @@
+"""Human-facing audit notes: `audit/<YYYY-MM-DD>/<name>.md` (DESIGN §2, §5).
+
+Jobs and tools append one Markdown entry per event (a refused write, a duplicate report, a
+health check). Appends go through the store's CAS, so two writers appending to the same note
+at once both land; a lost race is retried.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import TYPE_CHECKING, Any
+
+from reme_agent.errors import InvalidArgument, NoteExists, StampChanged, WriteConflict
+from reme_agent.schema.layout import AUDIT, is_slug, slugify
+
+if TYPE_CHECKING:
+    from reme_agent.engine.store import FileStore
+
+_RETRIES = 5
+
+
+def audit_path(name: str, day: _dt.date | None = None) -> str:
+    """`audit/<day>/<name>.md`; `name` must be a slug such as 'refused' or 'health'."""
+    if not is_slug(name):
+        raise InvalidArgument(f"Audit note name {name!r} is not a slug.",
+                              f"Use a kebab-case name such as {slugify(name)!r}.")
+    return f"{AUDIT}/{(day or _dt.date.today()).isoformat()}/{name}.md"
+
+
+def append_audit(target: Any, name: str, title: str, body: str, *,
+                 now: _dt.datetime | None = None) -> str:
+    """Append `## <time> — <title>` + `body` to today's audit note; returns its path.
+
+    `target` is a Vault or a FileStore (jobs hold a Vault and never import the store).
+    """
+    store: FileStore = getattr(target, "store", target)
+    when = (now or _dt.datetime.now().astimezone()).replace(microsecond=0)
+    path = audit_path(name, when.date())
+    entry = f"## {when.isoformat()} — {title.strip()}\n\n{body.strip()}\n"
+    for _ in range(_RETRIES):
+        if not store.exists(path):
+            try:
+                store.create(path, f"# Audit: {name} ({when.date().isoformat()})\n\n{entry}")
+                return path
+            except NoteExists:
+                continue  # another writer created it first: append instead
+        text, stamp = store.read_stamped(path)
+        sep = "" if text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
+        try:
+            store.write_if_unchanged(path, f"{text}{sep}{entry}", stamp)
+            return path
+        except StampChanged:
+            continue  # another entry landed between read and write: re-read and append
+    raise WriteConflict(f"Could not append to {path!r}: it kept changing during {_RETRIES} tries.",
+                        "Retry later.")

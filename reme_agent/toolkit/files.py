@@ -1,0 +1,281 @@
+"""File tools: move, copy, delete, upload, download (L4).
+
+`move` keeps the graph intact: every link anywhere in the vault that resolved to the moved
+file is rewritten to its new full path, and a link to another file whose meaning the move
+would change (a short name that becomes ambiguous, a relative link inside the moved note) is
+rewritten to that file's full path; alias, anchor and predicate bytes are kept. It is
+all-or-nothing (DESIGN §5): every stamp is checked first, then all files are written and
+the file is moved; if any step fails, what was written is restored byte for byte.
+
+`upload` / `download` cross the vault boundary, so they only touch local folders listed in
+the config (`toolkit.upload_dirs` / `toolkit.download_dirs`); an empty list disables them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from reme_agent.engine.indexer import note_aliases
+from reme_agent.engine.links import Link, LinkResolver, rewrite_targets
+from reme_agent.engine.store import decode_text, stamp_of
+from reme_agent.errors import (
+    InvalidArgument,
+    NoteExists,
+    NoteNotFound,
+    PathEscape,
+    StampChanged,
+)
+from reme_agent.schema.layout import META, RESOURCE, layer_of
+from reme_agent.toolkit.common import VaultScan, guard_writable, is_note, refresh, split_raw
+from reme_agent.toolkit.results import ToolResult, tool
+
+if TYPE_CHECKING:
+    from reme_agent.vault import Vault
+
+
+@dataclass
+class _Edit:
+    """One file of a multi-file change: the bytes it had and the text it gets."""
+
+    path: str
+    old: bytes
+    new: str
+    links: int
+
+
+# -- tools --------------------------------------------------------------------------------
+@tool
+def move(vault: Vault, src: str, dst: str) -> ToolResult:
+    """Move or rename a file and rewrite every link to it, all or nothing.
+
+    Links keep their alias and predicate; they are rewritten to the new full path.
+
+    Args:
+        src: Current vault-relative path, e.g. "knowledge/rrf/rrf.md".
+        dst: New vault-relative path, e.g. "knowledge/reciprocal-rank-fusion/reciprocal-rank-fusion.md".
+    """
+    s, d = vault.store.normalize(src), vault.store.normalize(dst)
+    if s == d:
+        raise InvalidArgument(f"src and dst are the same path {s!r}.")
+    if not vault.store.exists(s):
+        raise NoteNotFound(s, vault.store.suggest(s))
+    if vault.store.resolve(d).exists():
+        raise NoteExists(d)
+    if META in (layer_of(s), layer_of(d)):
+        raise InvalidArgument("Refused: meta/ holds derived signals; files there are not moved.")
+    scan = VaultScan(vault)
+    edits = _retarget_plan(vault, scan, s, d)
+    _apply_move(vault, edits, s, d)
+    warning = refresh(vault, [s, d, *[e.path for e in edits if e.path != s]])
+    rewritten = [{"path": d if e.path == s else e.path, "links": e.links} for e in edits]
+    text = f"Moved {s} -> {d}; rewrote {sum(e.links for e in edits)} link(s) in {len(edits)} file(s)"
+    text += "".join(f"\n  {r['path']} ({r['links']})" for r in rewritten)
+    return ToolResult({"src": s, "dst": d, "rewritten": rewritten, "warning": warning},
+                      text + (f"\n{warning}" if warning else ""))
+
+
+@tool
+def copy(vault: Vault, src: str, dst: str, overwrite: bool = False) -> ToolResult:
+    """Copy a file to a new path inside the vault (links to the original are not changed).
+
+    Args:
+        src: Vault-relative path of the file to copy.
+        dst: Vault-relative path of the copy.
+        overwrite: Replace dst if it already exists.
+    """
+    s, d = vault.store.normalize(src), vault.store.normalize(dst)
+    if s == d:
+        raise InvalidArgument(f"src and dst are the same path {s!r}.")
+    if not vault.store.exists(s):
+        raise NoteNotFound(s, vault.store.suggest(s))
+    exists = vault.store.resolve(d).exists()
+    guard_writable(d, exists)
+    if exists and not overwrite:
+        raise NoteExists(d)
+    stamp = vault.store.copy(s, d, overwrite=overwrite)
+    warning = refresh(vault, [d]) if is_note(vault, d) else None
+    return ToolResult({"src": s, "dst": d, "stamp": stamp, "warning": warning},
+                      f"Copied {s} -> {d} (stamp {stamp})" + (f"; {warning}" if warning else ""))
+
+
+@tool
+def delete(vault: Vault, path: str, stamp: str | None = None) -> ToolResult:
+    """Delete a file. Only when the user asked for it; reports the links left dangling.
+
+    Args:
+        path: Vault-relative path of the file to delete.
+        stamp: Optional stamp from `read`; the delete is refused if the file changed since.
+    """
+    norm = vault.store.normalize(path)
+    if not vault.store.exists(norm):
+        raise NoteNotFound(norm, vault.store.suggest(norm))
+    if layer_of(norm) == META:
+        raise InvalidArgument("Refused: meta/ holds derived signals, managed by the maintainer.")
+    current = vault.store.stamp(norm)
+    if stamp is not None and stamp != current:
+        raise StampChanged(norm, stamp, current)
+    scan = VaultScan(vault)
+    after = _resolver_without(scan, norm)
+    dangling = [{"source": src, "line": link.line, "target": link.target,
+                 "predicate": link.predicate, "now_resolves_to": after.resolve(link.target, src)}
+                for src, link in scan.inbound(norm)]
+    vault.store.delete(norm)
+    warning = refresh(vault, [norm])
+    broken = [x for x in dangling if x["now_resolves_to"] is None]
+    text = f"Deleted {norm}; {len(broken)} link(s) now dangling"
+    text += "".join(f"\n  {x['source']}:{x['line']} [[{x['target']}]]" for x in broken)
+    return ToolResult({"path": norm, "deleted": True, "dangling": dangling, "warning": warning},
+                      text + (f"\n{warning}" if warning else ""))
+
+
+@tool
+def upload(vault: Vault, local_path: str, dest: str | None = None) -> ToolResult:
+    """Copy a local file into the vault's resource/ folder (immutable materials).
+
+    Only files inside the folders allowed by the config (toolkit.upload_dirs) can be uploaded.
+
+    Args:
+        local_path: Path of the local file, e.g. "/home/me/papers/bm25.pdf".
+        dest: Vault path under resource/, e.g. "resource/papers/bm25.pdf"; default
+            "resource/<file name>".
+    """
+    source = _inside(Path(local_path), vault.settings.toolkit.upload_dirs, "upload",
+                     "toolkit.upload_dirs")
+    if not source.is_file():
+        raise InvalidArgument(f"No local file at {local_path!r}.")
+    norm = vault.store.normalize(dest or f"{RESOURCE}/{source.name}")
+    if layer_of(norm) != RESOURCE:
+        raise InvalidArgument(f"Refused upload to {norm!r}: uploads go under resource/.",
+                              f"Use e.g. 'resource/{source.name}'.")
+    if vault.store.resolve(norm).exists():
+        raise NoteExists(norm)
+    size = source.stat().st_size
+    if size > vault.store.max_read_bytes:
+        raise InvalidArgument(f"{local_path!r} is {size} bytes; the limit is "
+                              f"{vault.store.max_read_bytes}.")
+    stamp = vault.store.write_bytes(norm, source.read_bytes())
+    warning = refresh(vault, [norm]) if is_note(vault, norm) else None
+    return ToolResult({"local_path": str(source), "path": norm, "stamp": stamp, "bytes": size,
+                       "warning": warning}, f"Uploaded {source} -> {norm} ({size} bytes)")
+
+
+@tool
+def download(vault: Vault, path: str, local_path: str, overwrite: bool = False) -> ToolResult:
+    """Copy a vault file to a local path (only into folders allowed by toolkit.download_dirs).
+
+    Args:
+        path: Vault-relative path of the file, e.g. "knowledge/bm25/bm25.md".
+        local_path: Local destination file path, e.g. "/home/me/export/bm25.md".
+        overwrite: Replace the local file if it exists.
+    """
+    data = vault.store.read_bytes(path)
+    target = _inside(Path(local_path), vault.settings.toolkit.download_dirs, "download",
+                     "toolkit.download_dirs")
+    if target == vault.root or vault.root in target.parents:
+        raise InvalidArgument("Refused: the destination is inside the vault.",
+                              "Use `copy` to copy files within the vault.")
+    if target.is_dir():
+        raise InvalidArgument(f"{local_path!r} is a folder; give a file path.")
+    if target.exists() and not overwrite:
+        raise InvalidArgument(f"The local file {local_path!r} already exists.",
+                              "Pass overwrite=true to replace it, or choose another path.")
+    _write_local(target, data)
+    return ToolResult({"path": vault.store.normalize(path), "local_path": str(target),
+                       "bytes": len(data)}, f"Downloaded {path} -> {target} ({len(data)} bytes)")
+
+
+# -- move planning ------------------------------------------------------------------------
+def _retarget_plan(vault: Vault, scan: VaultScan, s: str, d: str) -> list[_Edit]:
+    """Edits for every note whose links would change meaning when `s` becomes `d`."""
+    def moved(p: str) -> str:
+        return d if p == s else p
+
+    after = LinkResolver([moved(p) for p in scan.files],
+                         {moved(p): note_aliases(m.frontmatter) for p, m in scan.notes.items()})
+
+    def new_target(link: Any, source: str) -> str | None:
+        was = scan.resolver.resolve(link.target, source)
+        if was is None:
+            return None  # dangling before: leave it as written
+        if was == s:
+            return d  # every link to the moved file gets its new full path
+        # a link to another file is rewritten only if the move changes what it names
+        return None if after.resolve(link.target, moved(source)) == was else was
+
+    edits = []
+    for path, meta in scan.notes.items():
+        if not any(new_target(link, path) for link in meta.links):
+            continue
+        old = vault.store.read_bytes(path)
+        _fm, head, body, _err = split_raw(decode_text(old, path), path)
+        count = [0]
+
+        def mapping(link: Link, path: str = path, count: list[int] = count) -> str | None:
+            target = new_target(link, path)
+            count[0] += target is not None
+            return target
+
+        new_body = rewrite_targets(body, mapping)
+        if new_body != body:
+            edits.append(_Edit(path, old, head + new_body, count[0]))
+    return edits
+
+
+def _apply_move(vault: Vault, edits: list[_Edit], s: str, d: str) -> None:
+    """Check every stamp, write every edit, move; on failure restore what was written."""
+    for e in edits:
+        actual = vault.store.stamp(e.path)
+        if actual != stamp_of(e.old):
+            raise StampChanged(e.path, stamp_of(e.old), actual)
+    written: list[_Edit] = []
+    try:
+        for e in edits:
+            vault.store.write_if_unchanged(e.path, e.new, stamp_of(e.old))
+            written.append(e)
+        vault.store.move(s, d)
+    except BaseException:
+        for e in reversed(written):  # rollback: the old bytes, exactly
+            vault.store.write_bytes(e.path, e.old)
+        raise
+
+
+def _resolver_without(scan: VaultScan, gone: str) -> LinkResolver:
+    return LinkResolver([p for p in scan.files if p != gone],
+                        {p: note_aliases(m.frontmatter) for p, m in scan.notes.items() if p != gone})
+
+
+# -- local files --------------------------------------------------------------------------
+def _inside(path: Path, allowed: list[str], verb: str, key: str) -> Path:
+    """The resolved local path, if it lies inside one of the allowed folders."""
+    if not allowed:
+        raise InvalidArgument(f"{verb.capitalize()}s are disabled: `{key}` is empty in the config.",
+                              f"Ask the user to add the local folder to `{key}`.")
+    if "\x00" in str(path):
+        raise PathEscape(str(path), "it contains a NUL byte")
+    real = path.expanduser().resolve()
+    roots = [Path(a).expanduser().resolve() for a in allowed]
+    if not any(real == r or r in real.parents for r in roots):
+        raise InvalidArgument(f"Refused {verb} of {str(path)!r}: it is outside the allowed "
+                              f"folders ({', '.join(str(r) for r in roots)}).",
+                              f"Use a path inside one of them, or ask the user to extend `{key}`.")
+    return real
+
+
+def _write_local(target: Path, data: bytes) -> None:
+    """Atomic local write (outside the vault, so not the store's business)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+

@@ -1,0 +1,377 @@
+"""Read and write tools: list, read, stat, property_read, write, property_update/delete (L4).
+
+Writes follow DESIGN §5: an existing file is replaced only through the store's CAS (the
+caller's stamp, or the one read just before), a new one is created with O_EXCL, and an
+overwrite that drops existing outbound links is refused (E-1) before anything is written.
+Every successful write re-indexes the file so `search` sees it at once.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Mapping
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+from reme_agent.engine.links import missing_edges
+from reme_agent.engine.parser import dump_note, split_frontmatter
+from reme_agent.errors import (
+    ConservationViolation,
+    InvalidArgument,
+    NoteExists,
+    StampChanged,
+)
+from reme_agent.schema.frontmatter import status_move_error, type_errors
+from reme_agent.toolkit.common import (
+    VaultScan,
+    guard_writable,
+    index_rows,
+    is_note,
+    norm_folder,
+    read_meta,
+    refresh,
+    short,
+    split_raw,
+)
+from reme_agent.toolkit.results import ToolResult, tool
+
+if TYPE_CHECKING:
+    from reme_agent.vault import Vault
+
+_CAS_TRIES = 3
+
+
+# -- read ---------------------------------------------------------------------------------
+@tool
+def list_notes(vault: Vault, folder: str = "", recursive: bool = True, glob: str | None = None,
+               where: dict[str, Any] | None = None, limit: int = 200) -> ToolResult:
+    """List files in the vault, optionally filtered by name and by frontmatter values.
+
+    Args:
+        folder: Vault-relative folder to list, e.g. "knowledge"; "" lists the whole vault.
+        recursive: Also list files in subfolders.
+        glob: Shell pattern matched against the path or the file name, e.g. "*.md".
+        where: Frontmatter filter, e.g. {"role": "method", "tags": "search"}. Every key must
+            match: a null value matches notes without that key; a single value matches an
+            equal value or, for list-valued keys like tags, membership; a list value needs
+            all its items in a list-valued key, or one of them equal to a single value.
+        limit: Maximum number of files returned (1-10000).
+    """
+    _check_limit(limit, 10_000)
+    base = norm_folder(vault, folder)
+    paths = vault.store.list(base, recursive=recursive, pattern=glob or None)
+    rows = index_rows(vault)
+    if where:
+        metas = {p: read_meta(vault, p, rows.get(p)) for p in paths if is_note(vault, p)}
+        paths = [p for p in paths if p in metas and matches(metas[p].frontmatter, where)]
+    items = [_entry(vault, p, rows) for p in paths[:limit]]
+    data = {"folder": base, "count": len(paths), "truncated": len(paths) > limit, "files": items}
+    return ToolResult(data, _list_text(base, items, len(paths)))
+
+
+@tool
+def read_note(vault: Vault, path: str, start_line: int | None = None,
+              end_line: int | None = None) -> ToolResult:
+    """Read a note, or a range of its lines, with the stamp needed to write it back.
+
+    Args:
+        path: Vault-relative path, e.g. "knowledge/bm25/bm25.md".
+        start_line: First line to return (1-based, inclusive); omit for the start.
+        end_line: Last line to return (inclusive); omit for the end.
+    """
+    text, stamp = vault.store.read_stamped(path)
+    norm = vault.store.normalize(path)
+    lines = text.split("\n")
+    if text.endswith("\n"):
+        lines = lines[:-1]
+    first, last = _line_range(start_line, end_line, len(lines))
+    part = "\n".join(lines[first - 1:last]) if lines else ""
+    whole = first == 1 and last >= len(lines)
+    data = {"path": norm, "stamp": stamp, "text": text if whole else part, "start_line": first,
+            "end_line": last, "total_lines": len(lines)}
+    head = f"[{norm} | lines {first}-{last} of {len(lines)} | stamp {stamp}]"
+    return ToolResult(data, f"{head}\n{data['text']}")
+
+
+@tool
+def stat_note(vault: Vault, path: str) -> ToolResult:
+    """Size, modification time, stamp, frontmatter and link counts of one file.
+
+    Args:
+        path: Vault-relative path, e.g. "knowledge/bm25/bm25.md".
+    """
+    st = vault.store.stat(path)
+    scan = VaultScan(vault)
+    meta = scan.notes.get(st.path)
+    out = meta.links if meta else []
+    resolved = [scan.resolve(link, st.path) for link in out]
+    data = {"path": st.path, "size": st.size,
+            "mtime": _dt.datetime.fromtimestamp(st.mtime).astimezone().isoformat(),
+            "stamp": st.stamp, "frontmatter": meta.frontmatter if meta else {},
+            "title": meta.title if meta else st.path.rsplit("/", 1)[-1],
+            "links_out": len(out), "links_out_dangling": sum(r is None for r in resolved),
+            "links_in": len(scan.inbound(st.path)), "parse_error": meta.error if meta else None}
+    text = "\n".join(f"{k}: {v}" for k, v in data.items() if k != "frontmatter")
+    fm = "\n".join(f"  {k}: {v}" for k, v in data["frontmatter"].items())
+    return ToolResult(data, text + ("\nfrontmatter:\n" + fm if fm else "\nfrontmatter: (none)"))
+
+
+@tool
+def property_read(vault: Vault, path: str, keys: list[str] | None = None) -> ToolResult:
+    """Read frontmatter properties of a note (all of them, or only some keys).
+
+    Args:
+        path: Vault-relative path of the note.
+        keys: Property names to return; omit for all. Missing keys are listed in "missing".
+    """
+    text, stamp = vault.store.read_stamped(path)
+    norm = vault.store.normalize(path)
+    fm, _, _, error = split_raw(text, norm)
+    if error:
+        raise InvalidArgument(error)
+    props = fm if keys is None else {k: fm[k] for k in keys if k in fm}
+    missing = [] if keys is None else [k for k in keys if k not in fm]
+    data = {"path": norm, "stamp": stamp, "properties": props, "missing": missing}
+    lines = [f"{k}: {v!r}" if not isinstance(v, str) else f"{k}: {v}" for k, v in props.items()]
+    tail = f"\nmissing: {', '.join(missing)}" if missing else ""
+    return ToolResult(data, f"[{norm} | stamp {stamp}]\n" + ("\n".join(lines) or "(no properties)") + tail)
+
+
+# -- write --------------------------------------------------------------------------------
+@tool
+def write_note(vault: Vault, path: str, body: str | None = None,
+               frontmatter: dict[str, Any] | None = None, text: str | None = None,
+               overwrite: bool = False, stamp: str | None = None) -> ToolResult:
+    """Create a note, or replace one (read it first and pass its stamp).
+
+    Give either `frontmatter` and/or `body`, or the full `text`. When replacing, an omitted
+    `frontmatter` keeps the current one and an omitted `body` keeps the current body. A
+    replacement must keep every existing [[link]] with its predicate, else it is refused.
+
+    Args:
+        path: Vault-relative path ending in .md, e.g. "knowledge/bm25/bm25.md".
+        body: Markdown body (without the frontmatter).
+        frontmatter: Properties as a JSON object, e.g. {"title": "BM25", "role": "concept"}.
+        text: The whole file (frontmatter block included); use instead of body/frontmatter.
+        overwrite: Replace the file if it exists; false refuses to touch an existing file.
+        stamp: The stamp `read` returned; the write is refused if the file changed since.
+    """
+    norm = vault.store.normalize(path)
+    if not PurePosixPath(norm).suffix:
+        raise InvalidArgument(f"{norm!r} has no file extension.",
+                              f"Notes end in .md, e.g. '{norm}/{PurePosixPath(norm).name}.md'.")
+    if text is not None and (body is not None or frontmatter is not None):
+        raise InvalidArgument("Pass either `text`, or `frontmatter`/`body`, not both.")
+    if text is None and body is None and frontmatter is None:
+        raise InvalidArgument("Nothing to write.", "Pass `body` (and `frontmatter`) or `text`.")
+    exists = vault.store.exists(norm)
+    guard_writable(norm, exists)
+    current = vault.store.read_stamped(norm) if exists else None
+    _check_stamp(norm, current, overwrite, stamp)
+    new_text = text if text is not None else _compose(norm, current, body, frontmatter)
+    _check_text(vault, norm, current[0] if current else None, new_text)
+    if current is None:
+        new_stamp = vault.store.create(norm, new_text)
+    else:
+        new_stamp = vault.store.write_if_unchanged(norm, new_text, current[1])
+    warning = refresh(vault, [norm])
+    verb = "Replaced" if current else "Created"
+    data = {"path": norm, "stamp": new_stamp, "created": current is None,
+            "bytes": len(new_text.encode("utf-8")), "warning": warning}
+    return ToolResult(data, f"{verb} {norm} (stamp {new_stamp})" + (f"; {warning}" if warning else ""))
+
+
+@tool
+def property_update(vault: Vault, path: str, properties: dict[str, Any],
+                    stamp: str | None = None) -> ToolResult:
+    """Set frontmatter properties of a note; the body is kept byte for byte.
+
+    Args:
+        path: Vault-relative path of the note.
+        properties: Keys and new values as a JSON object, e.g. {"importance": 7}. Other keys
+            are kept; use property_delete to remove a key.
+        stamp: Optional stamp from `read`; the update is refused if the file changed since.
+    """
+    if not properties:
+        raise InvalidArgument("`properties` is empty.", 'Pass e.g. {"importance": 7}.')
+    return edit_properties(vault, path, set_=properties, stamp=stamp)
+
+
+@tool
+def property_delete(vault: Vault, path: str, keys: list[str], stamp: str | None = None) -> ToolResult:
+    """Remove frontmatter properties from a note; the body is kept byte for byte.
+
+    Args:
+        path: Vault-relative path of the note.
+        keys: Property names to remove, e.g. ["confidence"]. Absent keys are reported.
+        stamp: Optional stamp from `read`; the change is refused if the file changed since.
+    """
+    if not keys:
+        raise InvalidArgument("`keys` is empty.", 'Pass e.g. ["confidence"].')
+    return edit_properties(vault, path, remove=keys, stamp=stamp)
+
+
+# -- helpers ------------------------------------------------------------------------------
+def edit_properties(vault: Vault, path: str, set_: Mapping[str, Any] | None = None,
+                    remove: list[str] | tuple[str, ...] = (), stamp: str | None = None) -> ToolResult:
+    """Frontmatter edit under CAS, retried when another writer got in between (no caller stamp)."""
+    norm = vault.store.normalize(path)
+    for _ in range(_CAS_TRIES):
+        text, current = vault.store.read_stamped(norm)
+        guard_writable(norm, True)
+        if stamp is not None and stamp != current:
+            raise StampChanged(norm, stamp, current)
+        fm, _head, body, error = split_raw(text, norm)
+        if error:
+            raise InvalidArgument(f"Cannot edit properties of {norm!r}: {error}",
+                                  "Fix the frontmatter with `write` (text=...) first.")
+        new_fm = {k: v for k, v in fm.items() if k not in remove} | dict(set_ or {})
+        missing = [k for k in remove if k not in fm]
+        _check_frontmatter(norm, fm, new_fm)
+        if new_fm == fm:
+            return _props_result(norm, current, False, new_fm, missing, None)
+        try:
+            new_stamp = vault.store.write_if_unchanged(norm, dump_note(new_fm, "") + body, current)
+        except StampChanged:
+            if stamp is not None:
+                raise
+            continue  # someone else wrote in between: redo on the new text
+        return _props_result(norm, new_stamp, True, new_fm, missing, refresh(vault, [norm]))
+    raise StampChanged(norm, current, vault.store.stamp(norm))
+
+
+def _props_result(path: str, stamp: str, changed: bool, fm: dict[str, Any], missing: list[str],
+                  warning: str | None) -> ToolResult:
+    data = {"path": path, "stamp": stamp, "changed": changed, "properties": fm,
+            "missing": missing, "warning": warning}
+    text = f"{'Updated' if changed else 'No change to'} {path} (stamp {stamp})"
+    if missing:
+        text += f"; not present: {', '.join(missing)}"
+    return ToolResult(data, text + (f"; {warning}" if warning else ""))
+
+
+def matches(fm: Mapping[str, Any], where: Mapping[str, Any]) -> bool:
+    """The `list` frontmatter filter (see its docstring)."""
+    for key, want in where.items():
+        have = fm.get(key)
+        if want is None:
+            if have is not None:
+                return False
+        elif isinstance(want, list):
+            if isinstance(have, list):
+                if not all(_same(w, have) for w in want):
+                    return False
+            elif not any(_eq(w, have) for w in want):
+                return False
+        elif not (_same(want, have) if isinstance(have, list) else _eq(want, have)):
+            return False
+    return True
+
+
+def _same(want: Any, have: list[Any]) -> bool:
+    return any(_eq(want, h) for h in have)
+
+
+def _eq(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is b
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    return a == b or str(a) == str(b)
+
+
+def _entry(vault: Vault, path: str, rows: Mapping[str, Any]) -> dict[str, Any]:
+    if not is_note(vault, path):
+        return {"path": path}
+    meta = read_meta(vault, path, rows.get(path))
+    desc = meta.frontmatter.get("description")
+    return {"path": path, "title": meta.title,
+            "description": desc if isinstance(desc, str) else None}
+
+
+def _list_text(base: str, items: list[dict[str, Any]], total: int) -> str:
+    where = base or "the vault"
+    if not items:
+        return f"No files in {where} match."
+    lines = [it["path"] + (f" — {it['title']}" if it.get("title") else "")
+             + (f": {short(it['description'], 120)}" if it.get("description") else "")
+             for it in items]
+    more = f"\n… {total - len(items)} more (raise limit or narrow folder/glob)" \
+        if total > len(items) else ""
+    return f"{total} file(s) in {where}:\n" + "\n".join(lines) + more
+
+
+def _check_limit(limit: int, top: int) -> None:
+    if not 1 <= limit <= top:
+        raise InvalidArgument(f"limit must be between 1 and {top}, got {limit}.")
+
+
+def _line_range(start: int | None, end: int | None, total: int) -> tuple[int, int]:
+    first = 1 if start is None else start
+    last = total if end is None else min(end, total)
+    if first < 1 or (end is not None and end < 1):
+        raise InvalidArgument("Line numbers start at 1.", f"The file has {total} lines.")
+    if first > max(total, 1):
+        raise InvalidArgument(f"start_line {first} is past the end: the file has {total} lines.")
+    if end is not None and end < first:
+        raise InvalidArgument(f"end_line {end} is before start_line {first}.")
+    return first, max(last, first if total else 0)
+
+
+def _check_stamp(path: str, current: tuple[str, str] | None, overwrite: bool,
+                 stamp: str | None) -> None:
+    if current is None:
+        if stamp is not None:
+            raise StampChanged(path, stamp, None)
+        return
+    if not overwrite:
+        raise NoteExists(path)
+    if stamp is not None and stamp != current[1]:
+        raise StampChanged(path, stamp, current[1])
+
+
+def _compose(path: str, current: tuple[str, str] | None, body: str | None,
+             frontmatter: dict[str, Any] | None) -> str:
+    """New file text; omitted parts come from the current file, kept byte for byte."""
+    if current is None:
+        text = dump_note(frontmatter or {}, _ends_nl(body or ""))
+        return text
+    fm, head, old_body, error = split_raw(current[0], path)
+    if error and frontmatter is None:
+        raise InvalidArgument(f"{path!r} has malformed frontmatter ({error}).",
+                              "Pass `frontmatter` (or the full `text`) to replace it.")
+    new_body = old_body if body is None else _ends_nl(body)
+    if frontmatter is None:
+        return head + new_body
+    return dump_note(frontmatter, new_body)
+
+
+def _ends_nl(text: str) -> str:
+    return text if not text or text.endswith("\n") else text + "\n"
+
+
+def _check_text(vault: Vault, path: str, old_text: str | None, new_text: str) -> None:
+    """Refuse malformed or badly typed frontmatter, a status jump, or dropped links (E-1)."""
+    new_fm, _, _, error = split_frontmatter(new_text, path)
+    if error is not None:
+        raise InvalidArgument(f"Refused write of {path!r}: {error}")
+    old_fm = split_frontmatter(old_text, path)[0] if old_text is not None else {}
+    _check_frontmatter(path, old_fm, new_fm)
+    if old_text is None or "[[" not in old_text:
+        return
+    scan = VaultScan(vault)
+    old_body = split_frontmatter(old_text, path)[1]
+    new_body = split_frontmatter(new_text, path)[1]
+    lost = missing_edges(old_body, new_body, lambda t: scan.resolver.resolve(t, path))
+    if lost:
+        raise ConservationViolation(path, lost)
+
+
+def _check_frontmatter(path: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+    errors = type_errors(new)
+    if errors:
+        raise InvalidArgument(f"Refused write of {path!r}: " + "; ".join(errors) + ".",
+                              "Fix these properties and write again.")
+    why = status_move_error(old.get("status"), new.get("status")) if "status" in old else None
+    if why:
+        raise InvalidArgument(f"Refused write of {path!r}: {why}.")

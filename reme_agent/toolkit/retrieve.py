@@ -1,0 +1,118 @@
+"""Retrieve tools: search and graph_traverse (L4 over recall/ and the graph projection).
+
+Both read the projections, so they see what the index saw; every tool write re-indexes the
+file it wrote. `_search_hits` is the one seam to recall/: switching to the enriched search
+(DESIGN §7) changes only that function.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+from reme_agent.errors import InvalidArgument, NoteNotFound
+from reme_agent.toolkit.common import index_rows, short
+from reme_agent.toolkit.results import ToolResult, tool
+
+if TYPE_CHECKING:
+    from reme_agent.vault import Vault
+
+MAX_DEPTH = 5
+
+
+def _search_hits(vault: Vault, query: str, limit: int, prefix: str | None) -> list[dict[str, Any]]:
+    """Adapter to recall/: JSON-able hits, best first."""
+    from reme_agent.recall.search import hit_dict, search_blocks
+
+    return [hit_dict(h) for h in search_blocks(vault, query, limit, prefix=prefix)]
+
+
+@tool
+def search(vault: Vault, query: str, limit: int = 10, path_prefix: str | None = None) -> ToolResult:
+    """Search the memory vault by meaning and keywords (hybrid vector + BM25).
+
+    Returns the best matching blocks with their path and line range; `read` a path to see
+    the whole note. Works in English and Chinese.
+
+    Args:
+        query: What to look for: a question, a name or a few keywords.
+        limit: Maximum number of results (1-50).
+        path_prefix: Only search under this folder, e.g. "knowledge/" or "daily/2026-11-".
+    """
+    if not 1 <= limit <= 50:
+        raise InvalidArgument(f"limit must be between 1 and 50, got {limit}.")
+    prefix = path_prefix.strip().lstrip("/") if path_prefix and path_prefix.strip() else None
+    if prefix:
+        vault.store.normalize(prefix)  # refuses '..' and absolute paths
+    hits = _search_hits(vault, query, limit, prefix)
+    warning = None if hits or vault.state.counts()[0] else \
+        "the search index is empty: run `reme-agent index` (or vault.index()) first"
+    lines = [f"{i}. {h['path']}:{h['start_line']}-{h['end_line']} (score {h['score']:.3f})\n"
+             f"   {short(h['text'], 240)}" for i, h in enumerate(hits, 1)]
+    text = "\n".join(lines) if hits else f"No results for {query!r}" + (f"; {warning}." if warning else ".")
+    return ToolResult({"query": query, "count": len(hits), "results": hits, "warning": warning}, text)
+
+
+@tool
+def graph_traverse(vault: Vault, seeds: list[str] | str,
+                   direction: Literal["out", "in", "both"] = "out", depth: int = 1,
+                   predicates: list[str] | None = None, exclude_archived: bool = False,
+                   max_nodes: int = 50) -> ToolResult:
+    """Walk the link graph breadth-first from one or more notes; one row per edge walked.
+
+    Args:
+        seeds: Start note path(s), e.g. ["knowledge/bm25/bm25.md"]; short names resolve too.
+        direction: "out" follows links a note makes, "in" follows backlinks, "both" does both.
+        depth: How many hops to walk (1-5).
+        predicates: Only walk links with these predicates, e.g. ["uses"]; "" means bare
+            [[links]] without a predicate. Omit to walk every link.
+        exclude_archived: Do not step onto notes whose status is archived.
+        max_nodes: Stop after reaching this many notes beyond the seeds (1-500).
+    """
+    if not 1 <= depth <= MAX_DEPTH:
+        raise InvalidArgument(f"depth must be between 1 and {MAX_DEPTH}, got {depth}.")
+    if not 1 <= max_nodes <= 500:
+        raise InvalidArgument(f"max_nodes must be between 1 and 500, got {max_nodes}.")
+    vault.ready()
+    starts = _resolve_seeds(vault, [seeds] if isinstance(seeds, str) else seeds)
+    preds = None if predicates is None else [p or None for p in predicates]
+    exclude = _archived_filter(vault) if exclude_archived else None
+    edges = vault.graph.traverse(starts, direction, depth, preds, exclude, max_nodes)
+    nodes = list(dict.fromkeys(e["target"] if e["direction"] == "out" else e["source"]
+                               for e in edges))
+    data = {"seeds": starts, "direction": direction, "depth": depth, "edges": edges,
+            "nodes": nodes}
+    return ToolResult(data, _traverse_text(starts, edges))
+
+
+def _resolve_seeds(vault: Vault, seeds: list[str]) -> list[str]:
+    if not seeds:
+        raise InvalidArgument("`seeds` is empty.", 'Pass e.g. ["knowledge/bm25/bm25.md"].')
+    out = []
+    for seed in seeds:
+        norm = vault.store.normalize(seed)
+        hit = norm if norm in vault.graph and not vault.graph.is_dangling(norm) else None
+        hit = hit or vault.indexer.resolver.resolve(seed)
+        if hit is None:
+            if vault.store.exists(norm):
+                hit = norm  # a file the index has not seen yet: it simply has no edges
+            else:
+                raise NoteNotFound(norm, vault.store.suggest(norm))
+        out.append(hit)
+    return out
+
+
+def _archived_filter(vault: Vault) -> Any:
+    rows = index_rows(vault)
+    archived = {p for p, r in rows.items() if r.frontmatter.get("status") == "archived"}
+    return lambda node: node in archived
+
+
+def _traverse_text(seeds: list[str], edges: list[dict[str, Any]]) -> str:
+    if not edges:
+        return f"No links from {', '.join(seeds)} in that direction."
+    lines = [f"seeds: {', '.join(seeds)}"]
+    for e in edges:
+        pred = f"-[{e['predicate']}]->" if e["predicate"] else "->"
+        tail = " (dangling)" if e["dangling"] else ""
+        lines.append(f"hop {e['depth']} ({e['direction']}): {e['source']} {pred} {e['target']}{tail}")
+    return "\n".join(lines)

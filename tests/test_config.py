@@ -1,0 +1,49 @@
+"""Settings precedence, clear errors, and the generated reference in configs/default.yaml."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from reme_agent.config import Settings, load_settings, reference_yaml
+from reme_agent.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_precedence_is_override_then_env_then_files_then_vault(tmp_path: Path) -> None:
+    (tmp_path / ".reme").mkdir()
+    (tmp_path / ".reme" / "config.yaml").write_text("search: {vector_weight: 0.1, rrf_k: 10}\n")
+    file = tmp_path / "c.yaml"
+    file.write_text("search: {vector_weight: 0.2, candidates: 20}\n")
+    env = {"REME_SEARCH__VECTOR_WEIGHT": "0.4", "REME_EMBEDDER__NAME": "hash"}
+    s = load_settings([file], vault=tmp_path, environ=env, overrides={"search": {"top_chunks_per_path": 3}})
+    assert s.search.rrf_k == 10            # vault file
+    assert s.search.candidates == 20       # --config file beats vault file
+    assert s.search.vector_weight == 0.4   # env beats files
+    assert s.embedder.name == "hash"
+    assert s.search.top_chunks_per_path == 3
+    s2 = load_settings([file], vault=tmp_path, environ=env, overrides={"search": {"vector_weight": 0.9}})
+    assert s2.search.vector_weight == 0.9  # explicit override beats env
+
+
+def test_unknown_keys_and_bad_values_name_the_key(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("search: {vector_wieght: 0.5}\n")
+    with pytest.raises(ConfigError, match="search.vector_wieght"):
+        load_settings([bad], environ={})
+    bad.write_text("embedder: {name: bert}\n")
+    with pytest.raises(ConfigError, match="embedder.name"):
+        load_settings([bad], environ={})
+    bad.write_text("- a list\n")
+    with pytest.raises(ConfigError, match="mapping"):
+        load_settings([bad], environ={})
+
+
+def test_the_committed_reference_matches_the_model() -> None:
+    committed = (ROOT / "configs" / "default.yaml").read_text(encoding="utf-8")
+    assert committed == reference_yaml(), "run: reme-agent config --reference > configs/default.yaml"
+    import yaml
+
+    assert Settings.model_validate(yaml.safe_load(committed)) == Settings()
