@@ -210,11 +210,36 @@ def demo(obj: _Ctx, vault: str | None, as_json: bool, configs: tuple[str, ...], 
     run_demo(path, c.settings(), fresh=fresh, echo=click.echo)
 
 
+@cli.command("config")
+@_common
+@click.option("--reference", is_flag=True, help="Print the full reference (configs/default.yaml).")
+@click.pass_obj
+def config_cmd(obj: _Ctx, vault: str | None, as_json: bool, configs: tuple[str, ...],
+               reference: bool) -> None:
+    """Show the effective configuration, or the generated reference of every key.
+
+    \b
+    Example:
+      reme-agent config --config configs/local.yaml --json
+      reme-agent config --reference > configs/default.yaml
+    """
+    from reme_agent.config import reference_yaml
+
+    c = _ctx(obj, vault, as_json, configs)
+    if reference:
+        click.echo(reference_yaml(), nl=False)
+        return
+    data = c.settings().model_dump(mode="json")
+    import yaml
+
+    c.emit(data, yaml.safe_dump(data, allow_unicode=True, sort_keys=False))
+
+
 # Feature packages add their own commands to `cli` in these modules (one module per family),
 # so each face stays a thin layer over its package.
 _COMMAND_MODULES = ("reme_agent.toolkit.cli", "reme_agent.recall.cli", "reme_agent.jobs.cli",
                     "reme_agent.maintenance.cli", "reme_agent.autolink.cli", "reme_agent.mcp_cli",
-                    "evals.cli")
+                    "reme_agent.bench_cli", "evals.cli")
 
 
 def _load_command_modules() -> None:

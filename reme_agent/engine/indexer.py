@@ -211,7 +211,10 @@ class Indexer:
 
         report.embedded = self._embed(pending)
         report.embedded += self._repair_vectors(only is None)
-        self._update_graph(known, changed_rows, gone)
+        # A non-note file (an upload) named explicitly can resolve links that dangled.
+        other_files = only is not None and any(
+            not p.lower().endswith(self.extensions) for p in only)
+        self._update_graph(known, changed_rows, gone, force=other_files)
         report.files, report.blocks = self.state.counts()
         return report
 
@@ -309,8 +312,8 @@ class Indexer:
 
     # -- graph -------------------------------------------------------------------------
     def _update_graph(self, known: dict[str, FileRow], changed: dict[str, FileRow],
-                      gone: list[str]) -> None:
-        names_changed = bool(gone) or any(
+                      gone: list[str], force: bool = False) -> None:
+        names_changed = force or bool(gone) or any(
             p not in known or note_aliases(known[p].frontmatter) != note_aliases(r.frontmatter)
             for p, r in changed.items())
         if names_changed:
@@ -321,8 +324,10 @@ class Indexer:
             self.graph.set_links(path, self._edges(path, row))
 
     def _rebuild_graph(self, files: dict[str, FileRow]) -> None:
-        self.resolver = LinkResolver(files.keys(), {p: note_aliases(r.frontmatter)
-                                                    for p, r in files.items()})
+        # Links may point at any vault file (an image, a PDF under resource/), not only notes.
+        every_file = set(self.store.list()) | files.keys()
+        self.resolver = LinkResolver(every_file, {p: note_aliases(r.frontmatter)
+                                                  for p, r in files.items()})
         self.graph.clear()
         for path in files:
             self.graph.mark_present(path)

@@ -165,3 +165,14 @@ def test_use_embedder_finds_chinese_and_english_notes(tmp_path: Path) -> None:
     assert search_blocks(v, "how often do we rotate signing keys", 1,
                          vector_weight=1.0)[0].path == "knowledge/zh/zh.md"
     v.close()
+
+
+def test_links_to_existing_non_note_files_are_not_dangling(vault: Vault) -> None:
+    write(vault.root, "knowledge/p/p.md", "see [[resource/paper.pdf]] and ![[img.png]]\n")
+    vault.index()
+    assert vault.graph.outbound("knowledge/p/p.md") == [("resource/paper.pdf", None)]
+    assert vault.graph.is_dangling("resource/paper.pdf")
+    (vault.root / "resource").mkdir()
+    (vault.root / "resource/paper.pdf").write_bytes(b"%PDF-1.4 binary")
+    vault.refresh(["resource/paper.pdf"])
+    assert not vault.graph.is_dangling("resource/paper.pdf")
