@@ -32,9 +32,10 @@ from __future__ import annotations
 import posixpath
 import re
 import unicodedata
-from bisect import bisect_right
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 
 __all__ = [
     "FENCE",
@@ -83,6 +84,9 @@ _FENCE_CLOSE_RE = re.compile(r"(`{3,}|~{3,})[ \t]*$")
 _HEADING_START_RE = re.compile(r"#{1,6}(?:[ \t]|$)")
 # First characters after which a line is plain paragraph text at column 0 (the fast path).
 _SPECIAL_FIRST = frozenset(" \t>-*+0123456789`~#")
+_MARKER_FIRST = frozenset("-*+0123456789")
+_BLOCK_FIRST = frozenset("`~#")
+_MAX_MARKERS_PER_LINE = 16  # `- - - ...`: bounded so a pathological line stays linear
 
 
 def _col(s: str, end: int) -> int:
@@ -108,8 +112,18 @@ def line_kinds(lines: Sequence[str]) -> bytearray:
     para = False  # the previous line was paragraph text (lazy continuation; no indented code)
     prev_q = 0
     for i, line in enumerate(lines):
+        if line.endswith("\r"):  # CRLF text passed without normalising
+            line = line[:-1]
         first = line[:1]
-        if not fence_char and first and first not in _SPECIAL_FIRST:
+        if fence_char and not fence_q and first not in (">", " ", "\t") and fence_char not in line:
+            kinds[i] = FENCE  # fast path: fence content (a blank line is content too)
+            continue
+        if not first and not fence_char:
+            kinds[i] = BLANK
+            para = False
+            prev_q = 0
+            continue
+        if not fence_char and first not in _SPECIAL_FIRST:
             # Fast path: plain text at column 0, outside any quote or fence.
             if not para:
                 kinds[i] = START
@@ -118,12 +132,13 @@ def line_kinds(lines: Sequence[str]) -> bytearray:
             prev_q = 0
             continue
         q, rest = 0, line
-        if first == ">" or (first in (" ", "\t") and _QUOTE_RE.match(line)):
+        if first == ">" or (first in (" ", "\t") and ">" in line[:5] and _QUOTE_RE.match(line)):
             pos = 0
             while m := _QUOTE_RE.match(line, pos):
                 q += 1
                 pos = m.end()
             rest = line[pos:]
+        tabs = "\t" in rest
         if fence_char:
             if q >= fence_q:
                 kinds[i] = FENCE
@@ -132,7 +147,7 @@ def line_kinds(lines: Sequence[str]) -> bytearray:
                     close = _FENCE_CLOSE_RE.match(rest, ws)
                     if (close and close.group(1)[0] == fence_char
                             and len(close.group(1)) >= fence_len
-                            and _col(rest, ws) < fence_col + 4):
+                            and (_col(rest, ws) if tabs else ws) < fence_col + 4):
                         fence_char = ""
                 continue
             fence_char = ""  # the block quote holding the fence ended, and the fence with it
@@ -145,8 +160,8 @@ def line_kinds(lines: Sequence[str]) -> bytearray:
         if q != prev_q and not para:
             stack.clear()
         prev_q = q
-        col = _col(rest, ws)
-        marker = _LIST_RE.match(rest, ws)
+        col = _col(rest, ws) if tabs else ws
+        marker = _LIST_RE.match(rest, ws) if rest[ws] in _MARKER_FIRST else None
         if stack and (marker or not para):
             while stack and col < stack[-1]:
                 stack.pop()
@@ -156,31 +171,34 @@ def line_kinds(lines: Sequence[str]) -> bytearray:
             continue
         is_start = not para
         pos = ws
+        nested = 0
         while marker:
             is_start = True
             mend = marker.end()
             after = _WS_RE.match(rest, mend).end()
-            mcol = _col(rest, mend)
-            if after == len(rest) or _col(rest, after) - mcol > 4:
-                content = mcol + 1  # empty item, or indented code inside the item
-            else:
-                content = _col(rest, after)
+            mcol = _col(rest, mend) if tabs else mend
+            acol = _col(rest, after) if tabs else after
+            # An empty item, or indented code right after the marker: content starts 1 past it.
+            content = mcol + 1 if after == len(rest) or acol - mcol > 4 else acol
             stack.append(content)
             pos = after
-            marker = _LIST_RE.match(rest, pos) if after < len(rest) else None
-        block_ok = pos > ws or col - base < 4  # after a list marker, or not indented code
-        if block_ok and rest.startswith(("```", "~~~"), pos):
-            fm = _FENCE_OPEN_RE.match(rest, pos)
-            if fm and (fm.group(1)[0] == "~" or "`" not in fm.group(2)):
-                fence_char, fence_len = fm.group(1)[0], len(fm.group(1))
-                fence_col, fence_q = _col(rest, pos), q
-                kinds[i] = FENCE
+            nested += 1
+            marker = (_LIST_RE.match(rest, pos) if nested < _MAX_MARKERS_PER_LINE
+                      and after < len(rest) and rest[after] in _MARKER_FIRST else None)
+        lead = rest[pos:pos + 1]
+        if lead in _BLOCK_FIRST and (pos > ws or col - base < 4):  # not indented code
+            if lead != "#":
+                fm = _FENCE_OPEN_RE.match(rest, pos)
+                if fm and (fm.group(1)[0] == "~" or "`" not in fm.group(2)):
+                    fence_char, fence_len = fm.group(1)[0], len(fm.group(1))
+                    fence_col, fence_q = (_col(rest, pos) if tabs else pos), q
+                    kinds[i] = FENCE
+                    para = False
+                    continue
+            elif _HEADING_START_RE.match(rest, pos):
+                kinds[i] = START
                 para = False
                 continue
-        if block_ok and rest.startswith("#", pos) and _HEADING_START_RE.match(rest, pos):
-            kinds[i] = START
-            para = False
-            continue
         kinds[i] = START if is_start else TEXT
         para = True
     return kinds
@@ -196,33 +214,31 @@ _LINE_PRED_RE = re.compile(
 )
 _INLINE_PRED_RE = re.compile(r"\[[ \t]*+([A-Za-z_][A-Za-z0-9_]*+)[ \t]*+::")
 _BRACKET_RE = re.compile(r"[\[\]]")
+_INNER_SPECIAL_RE = re.compile(r"[|#^]|^\s|\s$")
 
 
 def _code_spans(chunk: str) -> list[tuple[int, int]]:
     """Inline code spans of one paragraph: a run of n backticks up to the next run of exactly n.
 
-    Linear: per run length, a forward-only pointer into that length's run list.
+    Linear: one backward pass finds each run's next run of the same length.
     """
-    runs = [(m.start(), m.end()) for m in _TICKS_RE.finditer(chunk)]
-    by_len: dict[int, list[int]] = {}
-    for idx, (s, e) in enumerate(runs):
-        by_len.setdefault(e - s, []).append(idx)
-    ptr = dict.fromkeys(by_len, 0)
+    runs = [m.span() for m in _TICKS_RE.finditer(chunk)]
+    n = len(runs)
+    nxt = [-1] * n
+    last: dict[int, int] = {}
+    for i in range(n - 1, -1, -1):
+        length = runs[i][1] - runs[i][0]
+        nxt[i] = last.get(length, -1)
+        last[length] = i
     spans: list[tuple[int, int]] = []
     i = 0
-    while i < len(runs):
-        s, e = runs[i]
-        same = by_len[e - s]
-        p = ptr[e - s]
-        while p < len(same) and same[p] <= i:
-            p += 1
-        ptr[e - s] = p
-        if p < len(same):
-            j = same[p]
-            spans.append((s, runs[j][1]))
-            i = j + 1
+    while i < n:
+        j = nxt[i]
+        if j < 0:
+            i += 1  # no closer: the run is literal backticks
         else:
-            i += 1
+            spans.append((runs[i][0], runs[j][1]))
+            i = j + 1
     return spans
 
 
@@ -231,27 +247,22 @@ def _parse_inner(inner: str) -> tuple[int, int, str | None, str | None] | None:
 
     Returns None for an empty target (``[[]]``, ``[[|x]]``, same-note ``[[#heading]]``).
     """
-    bar = inner.find("|")
-    if bar >= 0:
-        alias: str | None = inner[bar + 1:].strip()
-        head_end = bar - 1 if bar > 0 and inner[bar - 1] == "\\" else bar
-    else:
-        alias = None
-        head_end = len(inner)
-    cut = head_end
-    for ch in "#^":
-        k = inner.find(ch, 0, cut)
-        if k >= 0:
-            cut = k
+    if not _INNER_SPECIAL_RE.search(inner):  # fast path: plain `[[target]]`
+        return (0, len(inner), None, None) if inner else None
+    head, bar, rest = inner.partition("|")
+    alias = rest.strip() if bar else None
+    if bar and head.endswith("\\"):
+        head = head[:-1]
     anchor = None
-    if cut < head_end:
-        raw = inner[cut + 1:head_end] if inner[cut] == "#" else inner[cut:head_end]
-        anchor = raw.strip() or None
-    seg = inner[:cut]
-    target = seg.strip()
+    if "#" in head or "^" in head:
+        h, c = head.find("#"), head.find("^")
+        cut = h if c < 0 or 0 <= h < c else c
+        anchor = (head[cut + 1:] if h == cut else head[cut:]).strip() or None
+        head = head[:cut]
+    target = head.strip()
     if not target:
         return None
-    t0 = len(seg) - len(seg.lstrip())
+    t0 = len(head) - len(head.lstrip())
     return t0, t0 + len(target), anchor, alias
 
 
@@ -274,9 +285,12 @@ def _inline_fields(line: str) -> list[tuple[int, int, str]]:
     return fields
 
 
+_field_start = itemgetter(0)
+
+
 def _predicate(fields: list[tuple[int, int, str]], line_pred: str | None, s: int, e: int) -> str | None:
     """Innermost inline field holding [s, e), else the line predicate."""
-    k = bisect_right(fields, (s, float("inf"), "")) - 1
+    k = bisect_left(fields, s, key=_field_start) - 1  # fields starting before the link
     while k >= 0:
         fs, fe, pred = fields[k]
         if fs < s and e <= fe:
@@ -286,48 +300,57 @@ def _predicate(fields: list[tuple[int, int, str]], line_pred: str | None, s: int
 
 
 def _links_in_chunk(chunk: str, base: int, first_line: int, out: list[Link]) -> None:
+    """Links of one paragraph-like chunk; links come in order, so line and span cursors only advance."""
     spans = _code_spans(chunk) if "`" in chunk else []
-    span_starts = [s for s, _ in spans]
-    line_starts = [0]
-    k = chunk.find("\n")
-    while k >= 0:
-        line_starts.append(k + 1)
-        k = chunk.find("\n", k + 1)
-    per_line: dict[int, tuple[str | None, list[tuple[int, int, str]]]] = {}
+    n_spans = len(spans)
+    sp = 0  # first code span that may still hold or follow the current link
+    li = 0  # chunk line of the current link
+    ls = 0  # offset of that line
+    le = chunk.find("\n")  # end of that line (-1: last line)
+    line_pred: str | None = None
+    fields: list[tuple[int, int, str]] = []
+    line_read = False
     for m in _LINK_RE.finditer(chunk):
         s, e = m.span()
-        if s > 0 and chunk[s - 1] == "!":
+        if s and chunk[s - 1] == "!":
             continue  # embed
-        if spans:
-            j = bisect_right(span_starts, s) - 1
-            if (j >= 0 and spans[j][1] > s) or (j + 1 < len(spans) and spans[j + 1][0] < e):
+        if n_spans:
+            while sp < n_spans and spans[sp][1] <= s:
+                sp += 1
+            if sp < n_spans and spans[sp][0] < e:
                 continue  # inside (or crossing) a code span
-        parsed = _parse_inner(m.group(1))
+        inner = m.group(1)
+        parsed = _parse_inner(inner)
         if parsed is None:
             continue
-        t0, t1, anchor, alias = parsed
-        li = bisect_right(line_starts, s) - 1
-        ls = line_starts[li]
-        if li not in per_line:
-            le = line_starts[li + 1] - 1 if li + 1 < len(line_starts) else len(chunk)
-            line = chunk[ls:le]
+        while 0 <= le < s:
+            li += 1
+            ls = le + 1
+            le = chunk.find("\n", ls)
+            line_read = False
+        if not line_read:
+            line = chunk[ls:le] if le >= 0 else chunk[ls:]
             lp = _LINE_PRED_RE.match(line)
-            per_line[li] = (lp.group(1) if lp else None, _inline_fields(line) if "::" in line else [])
-        line_pred, fields = per_line[li]
+            line_pred = lp.group(1) if lp else None
+            fields = _inline_fields(line) if "::" in line else []
+            line_read = True
         pred = _predicate(fields, line_pred, s - ls, e - ls) if fields else line_pred
-        out.append(Link(m.group(1)[t0:t1], alias, pred, first_line + li, base + s, base + e, anchor))
+        t0, t1, anchor, alias = parsed
+        out.append(Link(inner[t0:t1], alias, pred, first_line + li, base + s, base + e, anchor))
 
 
-def extract_links(text: str, line_offset: int = 1) -> list[Link]:
+def extract_links(text: str, line_offset: int = 1, *, kinds: bytearray | None = None) -> list[Link]:
     """All links of a Markdown body, in order. Never raises; code and embeds are skipped.
 
     `line_offset` is the file line of the text's first line (the parser passes the body's start
-    line), so ``Link.line`` is a file line while ``start``/``end`` index into `text`.
+    line), so ``Link.line`` is a file line while ``start``/``end`` index into `text`. `kinds`
+    may pass ``line_kinds(text.split("\\n"))`` when the caller already has it (one scan, not two).
     """
     if "[[" not in text:
         return []
     lines = text.split("\n")
-    kinds = line_kinds(lines)
+    if kinds is None or len(kinds) != len(lines):
+        kinds = line_kinds(lines)
     out: list[Link] = []
     n = len(lines)
     i = pos = 0
