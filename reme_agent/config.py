@@ -163,6 +163,8 @@ class AutoLinkSettings(_Section):
         description="L3: predicates suggested to the model (any valid id is accepted).")
     l4_max_pairs: int = Field(100, ge=0, description="L4: duplicate pairs listed per report.")
     judge_batch: int = Field(10, ge=1, description="Questions per model call (L1/L2/L3).")
+    workers: int = Field(8, ge=1, description="L1 batch: notes planned and written at once "
+                         "(threads overlap the fsyncs of the CAS writes).")
 
 
 class Settings(_Section):

@@ -41,7 +41,7 @@ def copy_sample_vault(target: Path) -> int:
 
 def run_demo(path: Path, settings: Settings, fresh: bool = False,
              echo: Callable[[str], object] = print) -> None:
-    from reme_agent.recall.search import search_blocks
+    from reme_agent.recall.search import search
     from reme_agent.schema.layout import init_layout
     from reme_agent.vault import open_vault
 
@@ -59,8 +59,11 @@ def run_demo(path: Path, settings: Settings, fresh: bool = False,
          f"(embedded {report.embedded}) in {time.perf_counter() - started:.1f} s")
     for query in DEMO_QUERIES:
         echo(f"\n> {query}")
-        for i, hit in enumerate(search_blocks(vault, query, limit=3), 1):
-            snippet = " ".join(hit.text.split())[:110]
-            echo(f"  {i}. {hit.path}:{hit.start_line}-{hit.end_line}  ({hit.base:.3f})  {snippet}")
+        response = search(vault, query, limit=3, log_access=False)
+        for i, node in enumerate(response.results, 1):
+            chunk = node.chunks[0]
+            snippet = " ".join(chunk.text.split())[:100]
+            echo(f"  {i}. {node.title}  [{node.path}:{chunk.start_line}-{chunk.end_line}]  "
+                 f"score {node.score:.3f}\n     {snippet}")
     echo(f"\nvault: {path.resolve()}  -  try: reme-agent search \"...\" --vault {path}")
     vault.close()

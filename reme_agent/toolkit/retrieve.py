@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Literal
 
 from reme_agent.errors import InvalidArgument, NoteNotFound
-from reme_agent.toolkit.common import index_rows, short
+from reme_agent.toolkit.common import index_rows
 from reme_agent.toolkit.results import ToolResult, tool
 
 if TYPE_CHECKING:
@@ -19,37 +19,39 @@ if TYPE_CHECKING:
 MAX_DEPTH = 5
 
 
-def _search_hits(vault: Vault, query: str, limit: int, prefix: str | None) -> list[dict[str, Any]]:
-    """Adapter to recall/: JSON-able hits, best first."""
-    from reme_agent.recall.search import hit_dict, search_blocks
-
-    return [hit_dict(h) for h in search_blocks(vault, query, limit, prefix=prefix)]
-
-
 @tool
-def search(vault: Vault, query: str, limit: int = 10, path_prefix: str | None = None) -> ToolResult:
+def search(vault: Vault, query: str, limit: int = 10, path_prefix: str | None = None,
+           include_archived: bool = False) -> ToolResult:
     """Search the memory vault by meaning and keywords (hybrid vector + BM25).
 
-    Returns the best matching blocks with their path and line range; `read` a path to see
-    the whole note. Works in English and Chinese.
+    Results are notes, best first: each with its title, description, its best matching line
+    ranges, the score and the factors behind it (text relevance, links, community, recency),
+    then linked notes worth a look. `read` a path to see the whole note. Works in English and
+    Chinese.
 
     Args:
         query: What to look for: a question, a name or a few keywords.
-        limit: Maximum number of results (1-50).
+        limit: Maximum number of notes (1-50).
         path_prefix: Only search under this folder, e.g. "knowledge/" or "daily/2026-11-".
+        include_archived: Also return notes the maintainer archived (old, unused ones).
     """
+    from reme_agent.recall.search import search as recall_search
+
     if not 1 <= limit <= 50:
         raise InvalidArgument(f"limit must be between 1 and 50, got {limit}.")
     prefix = path_prefix.strip().lstrip("/") if path_prefix and path_prefix.strip() else None
     if prefix:
-        vault.store.normalize(prefix)  # refuses '..' and absolute paths
-    hits = _search_hits(vault, query, limit, prefix)
-    warning = None if hits or vault.state.counts()[0] else \
+        vault.store.normalize(prefix)  # refuses '..', absolute paths
+    response = recall_search(vault, query, limit=limit, prefix=prefix,
+                             include_archived=include_archived)
+    data = response.as_dict()
+    warning = None if response.results or vault.state.counts()[0] else \
         "the search index is empty: run `reme-agent index` (or vault.index()) first"
-    lines = [f"{i}. {h['path']}:{h['start_line']}-{h['end_line']} (score {h['score']:.3f})\n"
-             f"   {short(h['text'], 240)}" for i, h in enumerate(hits, 1)]
-    text = "\n".join(lines) if hits else f"No results for {query!r}" + (f"; {warning}." if warning else ".")
-    return ToolResult({"query": query, "count": len(hits), "results": hits, "warning": warning}, text)
+    data["warning"] = warning
+    data["count"] = len(response.results)
+    text = response.render() if response.results else \
+        f"No results for {query!r}" + (f"; {warning}." if warning else ".")
+    return ToolResult(data, text)
 
 
 @tool
@@ -65,7 +67,7 @@ def graph_traverse(vault: Vault, seeds: list[str] | str,
         depth: How many hops to walk (1-5).
         predicates: Only walk links with these predicates, e.g. ["uses"]; "" means bare
             [[links]] without a predicate. Omit to walk every link.
-        exclude_archived: Do not step onto notes whose status is archived.
+        exclude_archived: Do not step onto notes the maintainer archived (meta/archived.json).
         max_nodes: Stop after reaching this many notes beyond the seeds (1-500).
     """
     if not 1 <= depth <= MAX_DEPTH:
@@ -102,8 +104,11 @@ def _resolve_seeds(vault: Vault, seeds: list[str]) -> list[str]:
 
 
 def _archived_filter(vault: Vault) -> Any:
-    rows = index_rows(vault)
-    archived = {p for p, r in rows.items() if r.frontmatter.get("status") == "archived"}
+    """Archived = meta/archived.json (what search filters, DESIGN §7-§8) plus notes whose
+    frontmatter already says `status: archived` (the maintainer writes both; a person may
+    archive by hand before the next maintain run)."""
+    archived = set(vault.signals.archived() or ())
+    archived |= {p for p, r in index_rows(vault).items() if r.frontmatter.get("status") == "archived"}
     return lambda node: node in archived
 
 

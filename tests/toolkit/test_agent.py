@@ -49,7 +49,7 @@ def test_agent_searches_reads_and_writes_through_the_toolkit(vault) -> None:
     assert [(r.name, r.state) for r in results] == [
         ("search", "success"), ("read", "success"), ("write", "success")]
     texts = [result_text(r) for r in results]
-    assert texts[0].startswith(f"1. {BM25}:")
+    assert texts[0].startswith(f"========== {BM25} ==========")
     assert texts[1].startswith(f"[{BM25} | lines 1-15 of 15 | stamp {stamp_before}]\n---\n")
     assert texts[2].startswith(f"Replaced {BM25} (stamp {vault.store.stamp(BM25)})")
     assert model.calls[0]["tool_names"] == [s.name for s in TOOLS] and model.remaining == 0

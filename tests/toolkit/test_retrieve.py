@@ -19,7 +19,8 @@ VEC = "knowledge/向量检索/向量检索.md"
 def test_search_finds_english_and_chinese_blocks(vault) -> None:
     got = search(vault, "term frequency inverse document", limit=3)
     assert got["results"][0]["path"] == BM25 and got["count"] == 3
-    assert {"path", "start_line", "end_line", "text", "score"} <= set(got["results"][0])
+    assert {"path", "title", "description", "score", "factors", "chunks"} <= set(got["results"][0])
+    assert {"start_line", "end_line", "text"} <= set(got["results"][0]["chunks"][0])
     assert search(vault, "余弦相似度", limit=1)["results"][0]["path"] == VEC
     scoped = search(vault, "BM25 blend RRF", path_prefix="daily/")["results"]
     assert scoped and all(r["path"].startswith("daily/") for r in scoped)
@@ -82,7 +83,7 @@ def test_tags_list_counts_and_tags_stat_lists_notes(vault) -> None:
 def test_retrieve_and_tags_through_the_toolkit(vault) -> None:
     tk = build_toolkit(vault, groups=["retrieve", "tags"])
     state, text = call_toolkit(tk, "search", query="inverse document frequency", limit=2)
-    assert state == "success" and text.startswith(f"1. {BM25}:")
+    assert state == "success" and text.startswith(f"========== {BM25} ==========")
     state, text = call_toolkit(tk, "graph_traverse", seeds=[HYBRID], direction="out")
     assert state == "success" and f"-[uses]-> {BM25}" in text
     state, text = call_toolkit(tk, "tags_list")

@@ -1,0 +1,320 @@
+"""Auto-link runs: batch over the vault, one note by hand, and the post-write queue consumer.
+
+DESIGN §9 (auto-link; the distiller enqueues auto-link L1 after each knowledge write);
+seed auto_link_design.md §1.4 (triggers: inline post-write, periodic batch, manual).
+
+- Batch (`AutoLinker.run`): L1 over every writable note (knowledge + closed daily), then L2,
+  L3 and L4 over knowledge nodes, as asked. Re-indexing happens once, after the L1 pass.
+- Manual (`AutoLinker.link_note`): L1 on one note.
+- Inline (`register_consumer` / `AutoLinkWorker`): consumes `autolink` items of the job queue.
+  For an item about a knowledge node it links mentions *in* the node and mentions *of* the node
+  in other notes (a new split child gets its inbound links at once, §1.4). The worker drains
+  on its own thread, so the writer that enqueued never waits.
+
+L1 and L4 need no model. L2 and L3 need one: asking for them without a judge raises
+ModelNotConfigured before any file is touched.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Collection, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from reme_agent.autolink.judge import Judge
+from reme_agent.autolink.l1 import L1Context, NoteResult, link_note
+from reme_agent.autolink.names import NameIndex, fold, is_knowledge_node
+from reme_agent.config import AutoLinkSettings
+from reme_agent.errors import InvalidArgument, ModelNotConfigured, ReMeError
+
+if TYPE_CHECKING:
+    from reme_agent.jobs.queue import JobQueue, QueueItem
+    from reme_agent.toolkit.common import VaultScan
+    from reme_agent.vault import Vault
+
+log = logging.getLogger("reme_agent.autolink")
+
+__all__ = ["LEVELS", "QUEUE_KIND", "AutoLinkReport", "AutoLinker", "AutoLinkWorker",
+           "parse_levels", "register_consumer"]
+
+LEVELS = ("L1", "L2", "L3", "L4")
+QUEUE_KIND = "autolink"
+
+
+def parse_levels(levels: str | Iterable[str] | None, default: Iterable[str] = ("L1",)) -> list[str]:
+    """'L1,L3' / ['l1', 'L3'] -> ['L1', 'L3'] (in level order); InvalidArgument when unknown."""
+    if levels is None:
+        raw = list(default)
+    elif isinstance(levels, str):
+        raw = [p for p in levels.replace(" ", ",").split(",") if p]
+    else:
+        raw = list(levels)
+    wanted = {str(x).strip().upper() for x in raw}
+    bad = sorted(wanted - set(LEVELS))
+    if bad:
+        raise InvalidArgument(f"Unknown auto-link level(s) {bad}.", "Use L1, L2, L3 and/or L4.")
+    return [lv for lv in LEVELS if lv in wanted]
+
+
+@dataclass
+class AutoLinkReport:
+    """What one run did, per level (JSON-able through `as_dict`)."""
+
+    levels: list[str]
+    dry_run: bool
+    l1: dict[str, Any] = field(default_factory=dict)
+    l2: dict[str, Any] = field(default_factory=dict)
+    l3: dict[str, Any] = field(default_factory=dict)
+    l4: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def render(self) -> str:
+        verb = "would add" if self.dry_run else "added"
+        lines = [f"auto-link {','.join(self.levels)}{' (dry run)' if self.dry_run else ''}"
+                 f" in {self.seconds:.1f} s"]
+        if self.l1:
+            d = self.l1
+            lines.append(f"L1: {d['notes_scanned']} notes scanned, {verb} {d['links_added']} "
+                         f"links in {d['notes_changed']} notes; {len(d['ambiguous'])} ambiguous "
+                         f"mentions left, {len(d['refused'])} refused/skipped")
+            for r in d["changed"][:50]:
+                lines += [f"  {r['path']}:{x['line']}  {x['text']} -> {x['target']}"
+                          for x in r["links"]]
+            lines += [f"  ambiguous {a['path']}:{a['line']} {a['text']!r} "
+                      f"({a['outcome']}): {', '.join(a['candidates'])}" for a in d["ambiguous"][:50]]
+            lines += [f"  {r['status']} {r['path']}: {r['reason']}" for r in d["refused"]]
+        if self.l2:
+            lines.append(f"L2: {self.l2['candidates']} related-unlinked pairs, {verb} "
+                         f"{len(self.l2['added'])} See-also links")
+            lines += [f"  {a['source']} -> {a['target']}" for a in self.l2["added"]]
+        if self.l3:
+            lines.append(f"L3: {self.l3['candidates']} bare links asked, "
+                         f"{'would upgrade' if self.dry_run else 'upgraded'} "
+                         f"{len(self.l3['upgraded'])}")
+            lines += [f"  {u['source']}: [[{u['target']}]] -> {u['predicate']}:: "
+                      for u in self.l3["upgraded"]]
+        if self.l4:
+            lines.append(f"L4: {len(self.l4['pairs'])} possible duplicates, "
+                         f"{len(self.l4['shared_names'])} shared names"
+                         + (f"; report {self.l4['report']}" if self.l4.get("report") else ""))
+        return "\n".join(lines)
+
+
+class AutoLinker:
+    """Runs auto-link on one vault with one settings object and an optional judge (model)."""
+
+    def __init__(self, vault: Vault, settings: AutoLinkSettings | None = None,
+                 judge: Judge | None = None, *, max_redos: int | None = None) -> None:
+        self.vault = vault
+        self.settings = settings or vault.settings.autolink
+        self.judge = judge
+        self.max_redos = vault.settings.jobs.max_cas_redos if max_redos is None else max_redos
+
+    # -- shared state ------------------------------------------------------------------
+    def scan(self) -> VaultScan:
+        from reme_agent.toolkit.common import VaultScan
+
+        return VaultScan(self.vault)
+
+    def context(self, scan: VaultScan | None = None) -> L1Context:
+        """Names, matcher and resolver as the vault is now."""
+        scan = scan or self.scan()
+        index = NameIndex.from_frontmatter({p: m.frontmatter for p, m in scan.notes.items()},
+                                           self.settings.min_name_chars)
+        broken = {p: m.error for p, m in scan.notes.items() if m.error}
+        return L1Context.build(index, scan.resolver,
+                               first_mention_only=self.settings.first_mention_only,
+                               judge=self.judge, max_redos=self.max_redos, broken=broken)
+
+    # -- L1 ----------------------------------------------------------------------------
+    def link_note(self, path: str, *, dry_run: bool = False,
+                  ctx: L1Context | None = None) -> NoteResult:
+        """Manual trigger: L1 on one note."""
+        return link_note(self.vault, path, ctx or self.context(), dry_run=dry_run)
+
+    def link_mentions_of(self, node: str, *, dry_run: bool = False,
+                         ctx: L1Context | None = None, refresh: bool = True) -> list[NoteResult]:
+        """Link mentions of `node` in every other writable note (inbound links for a new node)."""
+        ctx = ctx or self.context()
+        keys = ctx.index.own_keys(node)
+        if not keys:
+            return []
+        out: list[NoteResult] = []
+        for path in self._sources(None):
+            if path == node:
+                continue
+            try:
+                folded = fold(self.vault.store.read_text(path))
+            except ReMeError:
+                continue
+            if any(k in folded for k in keys):
+                res = link_note(self.vault, path, ctx, dry_run=dry_run, only_targets={node},
+                                refresh=refresh)
+                if res.status != "skipped":
+                    out.append(res)
+        return out
+
+    def _sources(self, paths: Collection[str] | None) -> list[str]:
+        """Notes L1 may look at: Markdown under knowledge/ and daily/ (refusals come later)."""
+        if paths:
+            found: list[str] = []
+            for p in paths:
+                norm = self.vault.store.normalize(p)
+                found += self.vault.store.list(norm) if self.vault.store.is_dir(norm) else [norm]
+            listed = sorted(dict.fromkeys(found))
+        else:
+            listed = self.vault.store.list("knowledge") + self.vault.store.list("daily")
+        return [p for p in listed if p.lower().endswith(".md")]
+
+    def run_l1(self, paths: Collection[str] | None = None, *, dry_run: bool = False,
+               refresh: bool = True, ctx: L1Context | None = None) -> dict[str, Any]:
+        """L1 over the given notes or folders (default: the whole vault)."""
+        ctx = ctx or self.context()
+        changed: list[dict[str, Any]] = []
+        refused: list[dict[str, Any]] = []
+        ambiguous: list[dict[str, Any]] = []
+        scanned = added = 0
+        explicit = bool(paths)
+        sources = self._sources(paths)
+
+        def one(path: str) -> NoteResult:
+            return link_note(self.vault, path, ctx, dry_run=dry_run, refresh=False)
+
+        # Notes are independent and each write is its own CAS, so threads are safe; they pay
+        # off because the store fsyncs every write and fsyncs overlap (planning holds the GIL).
+        workers = min(self.settings.workers, max(1, len(sources)))
+        if workers > 1:
+            with ThreadPoolExecutor(workers, thread_name_prefix="reme-autolink") as pool:
+                results = list(pool.map(one, sources))
+        else:
+            results = [one(p) for p in sources]
+        for path, res in zip(sources, results, strict=True):
+            if res.status == "skipped":
+                if explicit and res.reason:
+                    refused.append({"path": path, "status": "skipped", "reason": res.reason})
+                continue
+            scanned += 1
+            ambiguous += [{"path": path, **a} for a in res.ambiguous]
+            if res.status in ("linked", "would_link"):
+                added += len(res.links)
+                changed.append(res.as_dict())
+            elif res.status in ("refused", "conflict"):
+                refused.append({"path": path, "status": res.status, "reason": res.reason})
+        if refresh and not dry_run and changed:
+            _refresh(self.vault, [r["path"] for r in changed])
+        return {"notes_scanned": scanned, "notes_changed": len(changed), "links_added": added,
+                "changed": changed, "ambiguous": ambiguous, "refused": refused,
+                "names": len(list(ctx.index.keys())), "nodes": len(ctx.index)}
+
+    # -- the batch ---------------------------------------------------------------------
+    def run(self, levels: str | Iterable[str] | None = None, *,
+            paths: Collection[str] | None = None, dry_run: bool = False,
+            refresh: bool = True) -> AutoLinkReport:
+        """Run the given levels (default: settings.levels) in order L1, L2, L3, L4."""
+        wanted = parse_levels(levels, self.settings.levels)
+        if self.judge is None and {"L2", "L3"} & set(wanted):
+            raise ModelNotConfigured("auto-link " + "/".join(lv for lv in wanted
+                                                            if lv in ("L2", "L3")))
+        started = time.perf_counter()
+        report = AutoLinkReport(wanted, dry_run)
+        if "L1" in wanted:
+            report.l1 = self.run_l1(paths, dry_run=dry_run, refresh=refresh)
+        if {"L2", "L3", "L4"} & set(wanted):
+            from reme_agent.autolink import l2, l3, l4
+
+            self.vault.index()  # vectors and graph must reflect the files (and the L1 links)
+            scan = self.scan()
+            ctx = self.context(scan)
+            only = {p for p in self._sources(paths) if is_knowledge_node(p)} if paths else None
+            if "L2" in wanted:
+                assert self.judge is not None
+                report.l2 = l2.run_l2(self.vault, ctx.index, ctx.resolver, self.judge, self.settings,
+                                      dry_run=dry_run, max_redos=self.max_redos, only=only)
+            if "L3" in wanted:
+                assert self.judge is not None
+                report.l3 = l3.run_l3(self.vault, scan, ctx.index, self.judge, self.settings,
+                                      dry_run=dry_run, max_redos=self.max_redos, only=only)
+            if "L4" in wanted:
+                report.l4 = l4.run_l4(self.vault, ctx.index, self.settings, dry_run=dry_run)
+        report.seconds = round(time.perf_counter() - started, 3)
+        return report
+
+    # -- the queue consumer ------------------------------------------------------------
+    def handle(self, item: QueueItem) -> list[NoteResult]:
+        """Consume one `autolink` queue item: L1 in the note, and of the node in other notes."""
+        ctx = self.context()
+        path = self.vault.store.normalize(item.path)
+        results: list[NoteResult] = []
+        if self.vault.store.exists(path):
+            results.append(link_note(self.vault, path, ctx))
+        if is_knowledge_node(path) and path in ctx.index:
+            results += self.link_mentions_of(path, ctx=ctx)
+        log.info("auto-link L1 for %s: %s", path,
+                 ", ".join(f"{r.path} {r.status}" for r in results) or "nothing to do")
+        return results
+
+
+def register_consumer(queue: JobQueue, vault: Vault, judge: Judge | None = None,
+                      settings: AutoLinkSettings | None = None) -> AutoLinker:
+    """Make `queue` hand its `autolink` items to an AutoLinker on `vault`; returns it."""
+    linker = AutoLinker(vault, settings, judge)
+    queue.register(QUEUE_KIND, linker.handle)
+    return linker
+
+
+class AutoLinkWorker:
+    """Drains `autolink` items on a background thread (FIFO), so writers never wait for L1."""
+
+    def __init__(self, queue: JobQueue, linker: AutoLinker, interval: float = 0.5) -> None:
+        self.queue = queue
+        self.linker = linker
+        self.interval = interval
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> AutoLinkWorker:
+        self.queue.register(QUEUE_KIND, self.linker.handle)
+        self._thread = threading.Thread(target=self._loop, name="reme-autolink", daemon=True)
+        self._thread.start()
+        return self
+
+    def notify(self) -> None:
+        """Wake the worker now (e.g. right after enqueueing)."""
+        self._wake.set()
+
+    def stop(self, drain: bool = True) -> None:
+        """Stop the thread; with `drain`, first finish the items already queued."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+        if drain:
+            self.queue.drain([QUEUE_KIND])
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.queue.drain([QUEUE_KIND])
+            self._wake.wait(self.interval)
+            self._wake.clear()
+
+    def __enter__(self) -> AutoLinkWorker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _refresh(vault: Vault, paths: list[str]) -> None:
+    try:
+        vault.refresh(paths)
+    except Exception as exc:  # the files are written; `reme-agent index` repairs the index
+        log.warning("re-indexing after auto-link failed: %s", exc)
+

@@ -1,0 +1,124 @@
+"""Stage 1 of recall: hybrid block candidates from the vector and keyword projections.
+
+Both sides are asked for `candidates` blocks; the union is then scored on both sides (a block
+the vector side missed still gets its real BM25 score and vice versa) so the blend is
+normalised over the same set, and fused into one text-relevance score per block.
+`allowed_path` filters both sides before the cut; the vector side over-fetches
+(`vector_overfetch` × candidates) so a filter does not starve it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from operator import itemgetter
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from reme_agent.engine.tokenize import tokenize
+from reme_agent.recall.fusion import fuse
+
+if TYPE_CHECKING:
+    from reme_agent.vault import Vault
+
+log = logging.getLogger("reme_agent.recall")
+_warned_no_embeddings = False
+
+
+@dataclass
+class BlockHit:
+    """One block: its text-relevance `base`, and (after `rank_blocks`) its final score.
+
+    `score` equals `base` until the signal factors are applied; `factors` then holds them.
+    """
+
+    block_id: str
+    path: str
+    start_line: int
+    end_line: int
+    text: str
+    heading: str | None
+    base: float
+    vector: float | None = None
+    keyword: float | None = None
+    score: float = 0.0
+    factors: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.score:
+            self.score = self.base
+
+
+def hybrid_candidates(vault: Vault, query: str, *, fusion: str, vector_weight: float,
+                      rrf_k: int = 60, candidates: int = 50, query_rewrite: str | None = None,
+                      allowed_path: Callable[[str], bool] | None = None,
+                      vector_overfetch: float = 4.0) -> list[BlockHit]:
+    """Fused candidates, best first. `query_rewrite` replaces the query on the vector side only."""
+    vault.ready()
+    paths_of = vault.indexer.path_of_block
+    allowed_id = (lambda bid: allowed_path(paths_of(bid) or "")) if allowed_path else None
+
+    keyword_scores: dict[str, float] = {}
+    if vector_weight < 1.0:
+        keyword_scores = vault.keyword.scores(tokenize(query))
+    keyword_top = _top(keyword_scores, candidates, allowed_id)
+
+    vector_top: list[tuple[str, float]] = []
+    qvec = None
+    if vector_weight > 0.0:
+        qvec = vault.embedder.embed_query(query_rewrite or query)
+        want = int(candidates * vector_overfetch) if allowed_id else candidates
+        vector_top = [(d, s) for d, s in vault.vector.query_embedding(qvec, want)
+                      if allowed_id is None or allowed_id(d)][:candidates]
+
+    if fusion == "blend" and qvec is not None and keyword_top:
+        # Score the union on both sides so min-max runs over one candidate set.
+        have = {d for d, _ in vector_top}
+        missing = [d for d, _ in keyword_top if d not in have]
+        if missing:
+            embs = _embeddings(vault, missing)
+            vector_top += [(d, float(np.dot(embs[d], qvec))) for d in missing if d in embs]
+        keyword_in = {d for d, _ in keyword_top}
+        keyword_top += [(d, keyword_scores.get(d, 0.0)) for d, _ in vector_top if d not in keyword_in]
+
+    fused = fuse(fusion, vector_top, keyword_top, vector_weight, rrf_k)
+    vec, kw = dict(vector_top), dict(keyword_top)
+    rows = vault.state.blocks_by_id(fused)
+    hits = [BlockHit(bid, r.path, r.start_line, r.end_line, r.text, r.heading, score,
+                     vec.get(bid), kw.get(bid))
+            for bid, score in fused.items() if (r := rows.get(bid)) is not None]
+    hits.sort(key=lambda h: (-h.base, h.path, h.start_line))
+    return hits
+
+
+def _top(scores: dict[str, float], k: int,
+         allowed: Callable[[str], bool] | None) -> list[tuple[str, float]]:
+    """The k best allowed items, like a stable sort by score; `allowed` runs only near the top.
+
+    A common word matches thousands of blocks: filtering them all costs more than the search.
+    """
+    if allowed is None:
+        return heapq.nlargest(k, scores.items(), key=itemgetter(1))
+    take = 2 * k
+    while True:
+        head = heapq.nlargest(take, scores.items(), key=itemgetter(1))
+        out = [kv for kv in head if allowed(kv[0])][:k]
+        if len(out) >= k or len(head) < take:
+            return out
+        take *= 4
+
+
+def _embeddings(vault: Vault, ids: list[str]) -> dict[str, np.ndarray]:
+    """Stored vectors of `ids`; without the projection's `embeddings` they count as 0."""
+    global _warned_no_embeddings
+    getter = getattr(vault.vector, "embeddings", None)
+    if getter is None:
+        if not _warned_no_embeddings:
+            _warned_no_embeddings = True
+            log.warning("VectorProjection.embeddings is missing: keyword-only candidates get "
+                        "vector score 0 in the blend")
+        return {}
+    return getter(ids)

@@ -1,0 +1,152 @@
+"""Node-level grouping of ranked blocks (DESIGN §7; seed §4) and the node catalog behind it.
+
+A node (one note, its path is its id) is the unit of recall; blocks are only windows onto
+it. Ranked blocks are grouped by path, each node keeps its best `top_chunks_per_path` blocks
+(best first), carries its title + description from the frontmatter, and nodes are ranked by
+their best block's final score, then cut at `limit`.
+
+`NodeCatalog` caches what recall needs per note (title, description, content dates, mtime,
+in-degree) from the index state and the graph, so a search reads no file: entries are filled
+on first use and the whole cache is dropped when the index generation changes (any index
+run, in any process; the graph only changes inside one).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from reme_agent.engine.indexer import note_title
+from reme_agent.recall.signals import parse_moment
+
+if TYPE_CHECKING:
+    from reme_agent.engine.state import IndexState
+    from reme_agent.recall.candidates import BlockHit
+    from reme_agent.vault import Vault
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    path: str
+    title: str
+    description: str
+    updated: datetime | None      # latest of frontmatter `updated` / `created`, if any parse
+    mtime: datetime
+
+
+@dataclass
+class ChunkResult:
+    block_id: str
+    start_line: int
+    end_line: int
+    text: str
+    score: float
+
+
+@dataclass
+class NodeResult:
+    path: str
+    title: str
+    description: str
+    score: float
+    factors: dict[str, float]     # base, centrality, community, recency, layer
+    chunks: list[ChunkResult] = field(default_factory=list)
+
+
+class NodeCatalog:
+    """Per-vault cache of NodeInfo, invalidated by the index generation."""
+
+    def __init__(self, state: IndexState) -> None:
+        self.state = state
+        self._lock = threading.Lock()
+        self._generation = -1
+        self._nodes: dict[str, NodeInfo | None] = {}
+        self._degrees: dict[str, int] = {}
+
+    def sync(self) -> None:
+        """Drop the cache if an index run committed since it was filled (one SQL read)."""
+        gen = self.state.generation()
+        with self._lock:
+            if gen != self._generation:
+                self._nodes = {}
+                self._degrees = {}
+                self._generation = gen
+
+    def in_degree(self, graph: Any, path: str) -> int:
+        """The graph's in_degree, memoised until the next index run (hubs cost a walk)."""
+        value = self._degrees.get(path)
+        if value is None:
+            value = self._degrees[path] = int(graph.in_degree(path))
+        return value
+
+    def get(self, path: str) -> NodeInfo | None:
+        """The note's info, or None when no indexed file has this path (e.g. a dangling link)."""
+        with self._lock:
+            if path in self._nodes:
+                return self._nodes[path]
+        info = self._build(path)
+        with self._lock:
+            self._nodes[path] = info
+        return info
+
+    def many(self, paths: Iterable[str]) -> dict[str, NodeInfo | None]:
+        return {p: self.get(p) for p in dict.fromkeys(paths)}
+
+    def _build(self, path: str) -> NodeInfo | None:
+        row = self.state.file(path)
+        if row is None:
+            return None
+        fm = row.frontmatter if isinstance(row.frontmatter, dict) else {}
+        body = ""
+        if not any(isinstance(fm.get(k), str) and fm[k].strip() for k in ("title", "name")):
+            blocks = self.state.blocks_of(path)
+            body = blocks[0].text if blocks else ""
+        desc = fm.get("description")
+        dates = [m for m in (parse_moment(fm.get("updated")), parse_moment(fm.get("created")))
+                 if m is not None]
+        return NodeInfo(
+            path=path,
+            title=note_title(path, fm, body),
+            description=" ".join(desc.split()) if isinstance(desc, str) else "",
+            updated=max(dates) if dates else None,
+            mtime=datetime.fromtimestamp(row.mtime_ns / 1e9, tz=UTC))
+
+
+_catalogs: weakref.WeakKeyDictionary[Vault, NodeCatalog] = weakref.WeakKeyDictionary()
+_catalogs_lock = threading.Lock()
+
+
+def catalog_for(vault: Vault) -> NodeCatalog:
+    """The vault's catalog (one per Vault object; it dies with the vault)."""
+    with _catalogs_lock:
+        cat = _catalogs.get(vault)
+        if cat is None or cat.state is not vault.state:
+            cat = _catalogs[vault] = NodeCatalog(vault.state)
+    return cat
+
+
+def group_by_node(hits: list[BlockHit], scores: dict[str, float],
+                  factors: dict[str, dict[str, float]], catalog: NodeCatalog, *,
+                  top_chunks_per_path: int, limit: int) -> list[NodeResult]:
+    """Ranked blocks -> ranked nodes (`scores` by block id, `factors` by path)."""
+    by_path: dict[str, list[BlockHit]] = {}
+    for hit in sorted(hits, key=lambda h: (-scores[h.block_id], h.path, h.start_line)):
+        by_path.setdefault(hit.path, []).append(hit)
+    nodes = []
+    for path, blocks in by_path.items():
+        best = blocks[0]
+        info = catalog.get(path)
+        nodes.append(NodeResult(
+            path=path,
+            title=info.title if info else path,
+            description=info.description if info else "",
+            score=scores[best.block_id],
+            factors={"base": best.base, **factors.get(path, {})},
+            chunks=[ChunkResult(b.block_id, b.start_line, b.end_line, b.text, scores[b.block_id])
+                    for b in blocks[:top_chunks_per_path]]))
+    nodes.sort(key=lambda n: (-n.score, n.path))
+    return nodes[:limit]

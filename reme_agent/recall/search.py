@@ -1,0 +1,236 @@
+"""Recall entry points (DESIGN §7; seed §2–§9): signal-fused, node-level search.
+
+    hybrid candidates (vector + BM25, fused `base`)        candidates.py / fusion.py
+    -> filters: meta/ + audit/ (unless asked), archived, prefix / layers
+    -> final = base × centrality × community × recency × layer   factors.py
+    -> group by node, top chunks per node, limit            group.py
+    -> link expansion of the result nodes                   expand.py
+    -> access log: the returned nodes, one hit per (path, day)   access_log.py
+
+`search_blocks` is the F1 baseline (text relevance only, no filters beyond the prefix) and
+stays for callers and the benchmark; `rank_blocks` is the block ranking with every factor
+(what the evals score); `search` is the full node-level pipeline the toolkit calls.
+`options` (a SearchSettings) overrides the vault's settings for one call, so the evals can
+switch any factor off without touching files. The only write is the access log, in memory
+here, flushed later; a failure there never fails a search.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from reme_agent.errors import InvalidArgument
+from reme_agent.recall.candidates import BlockHit, hybrid_candidates
+from reme_agent.recall.expand import MAX_DEPTH, expand_links
+from reme_agent.recall.factors import (
+    FactorContext,
+    combine,
+    node_factors,
+    seed_communities,
+)
+from reme_agent.recall.group import (
+    ChunkResult,
+    NodeResult,
+    catalog_for,
+    group_by_node,
+)
+from reme_agent.recall.signals import utc_now
+from reme_agent.schema.layout import AUDIT, META, TOP_FOLDERS, layer_of
+
+if TYPE_CHECKING:
+    from reme_agent.config import SearchSettings
+    from reme_agent.vault import Vault
+
+__all__ = [
+    "BlockHit",
+    "ChunkResult",
+    "NodeResult",
+    "SearchResponse",
+    "hit_dict",
+    "rank_blocks",
+    "search",
+    "search_blocks",
+]
+
+log = logging.getLogger("reme_agent.recall")
+
+HIDDEN_LAYERS = (META, AUDIT)
+"""Never search hits unless a prefix or `layers` names them (derived data, reports)."""
+
+
+@dataclass
+class SearchResponse:
+    query: str
+    results: list[NodeResult]
+    expansion: list[dict[str, Any]] = field(default_factory=list)
+    signals_freshness: dict[str, str | None] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-able form for Python callers, the CLI's --json and the toolkit."""
+        out = asdict(self)
+        for node in out["results"]:
+            node["score"] = round(node["score"], 6)
+            node["factors"] = {k: round(v, 6) for k, v in node["factors"].items()}
+            for chunk in node["chunks"]:
+                chunk["score"] = round(chunk["score"], 6)
+        return out
+
+    def render(self) -> str:
+        """The seed §4.1 text form, for a model."""
+        from reme_agent.recall.render import render_response
+
+        return render_response(self)
+
+
+# -- baseline ---------------------------------------------------------------------------
+
+
+def search_blocks(vault: Vault, query: str, limit: int = 10, *, fusion: str | None = None,
+                  vector_weight: float | None = None, prefix: str | None = None,
+                  query_rewrite: str | None = None) -> list[BlockHit]:
+    """Best blocks for `query` by text relevance only (the F1 baseline)."""
+    _check_query(query, limit)
+    cfg = vault.settings.search
+    allowed = (lambda p: p.startswith(prefix)) if prefix else None
+    hits = hybrid_candidates(
+        vault, query, fusion=fusion or cfg.fusion,
+        vector_weight=cfg.vector_weight if vector_weight is None else vector_weight,
+        rrf_k=cfg.rrf_k, candidates=max(cfg.candidates, limit), query_rewrite=query_rewrite,
+        allowed_path=allowed)
+    return hits[:limit]
+
+
+def hit_dict(hit: BlockHit) -> dict[str, Any]:
+    out = asdict(hit)
+    out["score"] = round(out["score"], 6)
+    out["base"] = round(out["base"], 6)
+    out["factors"] = {k: round(v, 6) for k, v in out["factors"].items()}
+    return out
+
+
+# -- full pipeline ----------------------------------------------------------------------
+
+
+def rank_blocks(vault: Vault, query: str, *, limit: int = 10,
+                options: SearchSettings | None = None, include_archived: bool = False,
+                prefix: str | None = None, layers: list[str] | None = None,
+                query_rewrite: str | None = None, now: datetime | None = None) -> list[BlockHit]:
+    """Blocks ranked by the final score (every factor applied, no grouping), best first."""
+    _check_query(query, limit)
+    opts = options or vault.settings.search
+    hits, _ = _ranked(vault, query, opts, include_archived=include_archived, prefix=prefix,
+                      layers=layers, query_rewrite=query_rewrite, now=now,
+                      candidates=max(opts.candidates, limit))
+    return hits[:limit]
+
+
+def search(vault: Vault, query: str, *, limit: int = 10, include_archived: bool = False,
+           expand_depth: int | None = None, top_chunks_per_path: int | None = None,
+           query_rewrite: str | None = None, prefix: str | None = None,
+           layers: list[str] | None = None, options: SearchSettings | None = None,
+           log_access: bool = True, now: datetime | None = None) -> SearchResponse:
+    """Node-level search with signal factors, grouping, expansion and the access log."""
+    _check_query(query, limit)
+    opts = options or vault.settings.search
+    depth = opts.expand_depth if expand_depth is None else expand_depth
+    if not 0 <= depth <= MAX_DEPTH:
+        raise InvalidArgument(f"expand_depth must be between 0 and {MAX_DEPTH}, got {depth}.")
+    per_node = opts.top_chunks_per_path if top_chunks_per_path is None else top_chunks_per_path
+    if per_node < 1:
+        raise InvalidArgument(f"top_chunks_per_path must be at least 1, got {per_node}.")
+
+    hits, ctx = _ranked(vault, query, opts, include_archived=include_archived, prefix=prefix,
+                        layers=layers, query_rewrite=query_rewrite, now=now,
+                        candidates=max(opts.candidates, limit * per_node))
+    scores = {h.block_id: h.score for h in hits}
+    factors = {h.path: h.factors for h in hits}
+    results = group_by_node(hits, scores, factors, ctx.catalog,
+                            top_chunks_per_path=per_node, limit=limit)
+
+    expansion: list[dict[str, Any]] = []
+    if depth and results:
+        # Links cross layers (R-3), so no prefix/layer filter here; hidden + archived still apply.
+        shown = _excluder(vault, include_archived, prefix=None, layers=None)
+        expansion = expand_links(vault.graph, [n.path for n in results], ctx.catalog,
+                                 depth=depth, per_direction=opts.max_links_per_direction,
+                                 budget=opts.expand_path_budget,
+                                 exclude=lambda p: not shown(p))
+
+    if log_access and results:
+        try:
+            vault.access_log.record([n.path for n in results])
+        except Exception as exc:  # the access log never fails a search
+            log.warning("access log record failed: %s", exc)
+
+    return SearchResponse(query=query, results=results, expansion=expansion,
+                          signals_freshness=vault.signals.freshness(),
+                          warnings=vault.signals.warnings())
+
+
+# -- internals --------------------------------------------------------------------------
+
+
+def _check_query(query: str, limit: int) -> None:
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidArgument("The query is empty.", "Pass the words or question to search for.")
+    if limit < 1:
+        raise InvalidArgument(f"limit must be at least 1, got {limit}.")
+
+
+def _excluder(vault: Vault, include_archived: bool, *, prefix: str | None,
+              layers: list[str] | None) -> Callable[[str], bool]:
+    """allowed(path): the prefix / layer filter, hidden layers and the archived set."""
+    if layers:
+        unknown = [name for name in layers if name not in TOP_FOLDERS]
+        if unknown:
+            raise InvalidArgument(f"Unknown layer(s) {unknown}.",
+                                  f"Use some of {list(TOP_FOLDERS)}.")
+    wanted = set(layers or ())
+    shown_hidden = {h for h in HIDDEN_LAYERS
+                    if h in wanted or (prefix and layer_of(prefix.lstrip("/")) == h)}
+    hidden = tuple(f"{h}/" for h in HIDDEN_LAYERS if h not in shown_hidden)
+    archived = None if include_archived else vault.signals.archived()
+
+    def allowed(path: str) -> bool:
+        if hidden and path.startswith(hidden):
+            return False
+        if prefix and not path.startswith(prefix):
+            return False
+        if wanted and layer_of(path) not in wanted:
+            return False
+        return not (archived and path in archived)
+    return allowed
+
+
+def _ranked(vault: Vault, query: str, opts: SearchSettings, *, include_archived: bool,
+            prefix: str | None, layers: list[str] | None, query_rewrite: str | None,
+            now: datetime | None, candidates: int) -> tuple[list[BlockHit], FactorContext]:
+    allowed = _excluder(vault, include_archived, prefix=prefix, layers=layers)
+    strict = bool(prefix or layers)
+    hits = hybrid_candidates(
+        vault, query, fusion=opts.fusion, vector_weight=opts.vector_weight, rrf_k=opts.rrf_k,
+        candidates=candidates, query_rewrite=query_rewrite, allowed_path=allowed,
+        # An exclusion-only filter (hidden layers, archived) drops few candidates.
+        vector_overfetch=4.0 if strict else 1.5)
+    catalog = catalog_for(vault)
+    catalog.sync()
+    communities = vault.signals.communities() if opts.use_community else None
+    seeds = list(dict.fromkeys(h.path for h in hits))   # hits arrive sorted by base
+    ctx = FactorContext(
+        options=opts, graph=vault.graph, catalog=catalog, now=now or utc_now(),
+        communities=communities, seed_communities=seed_communities(seeds, communities),
+        last_hits=vault.signals.last_hits() if opts.use_recency else None)
+    per_path: dict[str, dict[str, float]] = {}
+    for hit in hits:
+        f = per_path.get(hit.path)
+        if f is None:
+            f = per_path[hit.path] = node_factors(ctx, hit.path)
+        hit.factors = f
+        hit.score = combine(hit.base, f)
+    hits.sort(key=lambda h: (-h.score, h.path, h.start_line))
+    return hits, ctx
