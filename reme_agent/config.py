@@ -62,6 +62,9 @@ class SearchSettings(_Section):
     alpha: float = Field(0.15, ge=0.0, description="Centrality: 1 + alpha*log(1+inbound).")
     beta: float = Field(1.2, ge=0.0, description="Community boost for a top-3 seed's community.")
     tau_days: float = Field(60.0, gt=0.0, description="Recency: exp(-dt/tau).")
+    recency_weight: float = Field(
+        0.2, ge=0.0, le=1.0, description="Recency factor = (1-w) + w*exp(-dt/tau), in [1-w, 1]; "
+        "w=1 is the bare exp(-dt/tau). Set by the evals (docs/decisions.md).")
     use_centrality: bool = True
     use_community: bool = True
     use_recency: bool = True

@@ -88,7 +88,10 @@ class ScriptedChatModel(ChatModelBase):
 
 
 def tool_call(call_id: str, name: str, /, **args: Any) -> ToolCallBlock:
-    """A tool call block; AgentScope 2.x carries the arguments as a JSON string."""
+    """A tool call block; AgentScope 2.x carries the arguments as a JSON string.
+
+    Ids must be unique within one reply: the agent drops a call whose id it has seen.
+    """
     return ToolCallBlock(id=call_id, name=name, input=json.dumps(args, ensure_ascii=False))
 
 

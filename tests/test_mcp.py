@@ -67,13 +67,18 @@ def test_service_tier_adds_job_tools_to_the_atomic_ones(tmp_path: Path) -> None:
     vault.mkdir()
 
     async def body(session: ClientSession) -> set[str]:
+        synced = await session.call_tool("synchronizer", {
+            "messages": [{"role": "user", "content": "We picked BM25 with jieba."}],
+            "mode": "transcript", "session_id": "mcp-1"})
+        assert not synced.is_error, synced.content[0].text
+        distilled = await session.call_tool("distiller", {"daily_paths": ["daily/x.md"]})
+        assert distilled.is_error  # no model configured: a clear error, the server lives on
         return {t.name for t in (await session.list_tools()).tools}
 
     names = asyncio.run(_stdio_session(vault, "service", body))
-    assert ATOMIC < names or names == ATOMIC  # job tools join once the jobs package offers them
-    from reme_agent.mcp_server import _job_specs
-
-    assert names == ATOMIC | {s.name for s in _job_specs()}
+    assert names == ATOMIC | {"synchronizer", "distiller"}
+    notes = list((vault / "daily").rglob("session-mcp-1.md"))
+    assert notes and "We picked BM25 with jieba." in notes[0].read_text()
 
 
 def _free_port() -> int:

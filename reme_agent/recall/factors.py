@@ -5,7 +5,9 @@
 - centrality = 1 + α·log(1 + in_degree), live from the in-memory graph (always available).
 - community = β when the node's community (meta/communities.json) is the community of one of
   the top-3 fused seed nodes (the seeds themselves included), else 1.0.
-- recency = exp(-Δt/τ), Δt in days (≥ 0) since the node's last activity: the latest of its
+- recency = (1-w) + w·exp(-Δt/τ) with w = `recency_weight` (w=1 is the seed's exp(-Δt/τ);
+  the default is set by the evals, see docs/decisions.md), Δt in days (≥ 0) since the
+  node's last activity: the latest of its
   last hit in meta/access_log.json, its frontmatter `updated` (or `created`) and its file
   mtime. Decision: the *latest* wins, so a human edit that forgot to bump `updated` still
   counts as fresh; `recency_use_mtime=False` drops the mtime term for vaults whose mtimes are
@@ -70,7 +72,10 @@ def recency(ctx: FactorContext, path: str) -> float:
     if not times:
         return 1.0
     days = max(0.0, (ctx.now - max(times)).total_seconds() / 86400.0)
-    return math.exp(-days / ctx.options.tau_days)
+    # recency_weight w bounds the factor to [1-w, 1]; w=1 is the seed's bare exp(-Δt/τ),
+    # which the LoCoMo eval showed silencing text relevance for notes months apart.
+    w = ctx.options.recency_weight
+    return (1.0 - w) + w * math.exp(-days / ctx.options.tau_days)
 
 
 def layer(path: str, weights: dict[str, float]) -> float:

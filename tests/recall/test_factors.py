@@ -11,7 +11,8 @@ from tests.recall.conftest import SETTINGS, VaultFactory, days_ago, note, write_
 
 BODY = "The quokka migration plan covers tundra shipping lanes and ferry schedules."
 QUERY = "quokka migration ferry"
-BM25_ONLY = SETTINGS.search.model_copy(update={"vector_weight": 0.0})
+# recency_weight 1.0: the seed's bare exp(-Δt/τ), so the formula can be checked exactly.
+BM25_ONLY = SETTINGS.search.model_copy(update={"vector_weight": 0.0, "recency_weight": 1.0})
 # Exact text ties: recency off too, since files written a moment apart differ by a hair.
 TIES = BM25_ONLY.model_copy(update={"use_recency": False})
 FILLER = "Unrelated gardening remarks about tomatoes, compost and watering cans."
@@ -132,3 +133,11 @@ def test_rank_blocks_applies_factors_without_grouping(make_vault: VaultFactory) 
     assert all(h.factors and h.score == pytest.approx(h.base * math.prod(h.factors.values()))
                for h in hits)
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_recency_weight_bounds_the_factor(make_vault: VaultFactory) -> None:
+    old = "knowledge/old/old.md"
+    vault = make_vault({old: note(BODY, updated="2020-01-01")})
+    opts = BM25_ONLY.model_copy(update={"recency_use_mtime": False, "recency_weight": 0.2})
+    factor = search(vault, QUERY, options=opts, log_access=False).results[0].factors["recency"]
+    assert factor == pytest.approx(0.8, abs=1e-6)  # (1-w) + w*exp(-years/60 days) -> 1-w

@@ -1,0 +1,204 @@
+"""Synchronizer: CREATE / UPDATE / INHERIT with section discipline; transcript mode, no model."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from agentscope.message import AssistantMsg, UserMsg
+
+from reme_agent.jobs.synchronizer import (
+    coerce_messages,
+    merge_sections,
+    run_synchronizer,
+    section_problems,
+)
+from reme_agent.testing import ScriptedChatModel, TextBlock, tool_call
+from reme_agent.toolkit.notes import property_read
+from tests.jobs.conftest import DAILY_JWT, DAILY_TODAY, TODAY, answers, text_of, vault_hash
+
+CHAT = [{"role": "user", "content": "Let's rotate the JWT keys with a dual-key verifier."},
+        {"role": "assistant", "content": "Done: the verifier accepts both keys for 24h."}]
+NEW = f"daily/{TODAY.isoformat()}/dual-key-rollout/dual-key-rollout.md"
+TODAY_JWT = f"daily/{TODAY.isoformat()}/jwt-rotation/jwt-rotation.md"
+
+
+def sync(vault, turns, messages=CHAT, **kwargs):
+    model = ScriptedChatModel(turns)
+    result = run_synchronizer(vault, messages, model=model, today=TODAY, session_id="s-42",
+                              **kwargs)
+    return result, model
+
+
+def body(vault, path: str) -> str:
+    return text_of(vault, path).split("---\n", 2)[2]
+
+
+# -- CREATE / UPDATE / INHERIT ------------------------------------------------------------
+def test_synchronizer_creates_a_daily_note_with_sections(vault) -> None:
+    result, model = sync(vault, [
+        [tool_call("c1", "daily_write", slug="dual-key-rollout", title="Dual-key rollout",
+                   description="Rolling out the dual-key JWT verifier.",
+                   body="## Objective\nRoll out the dual-key verifier.\n\n## Progress\n"
+                        "- Verifier accepts both keys for 24h.\n")],
+        [TextBlock(text=f"Wrote {NEW}.")],
+    ])
+
+    assert result.ok and result.created == [NEW] and result.written == [NEW]
+    props = property_read(vault, NEW)["properties"]
+    assert props["originSessionId"] == "s-42" and props["status"] == "active"
+    assert body(vault, NEW).startswith("# Dual-key rollout\n\n## Objective\n")
+    assert model.calls[0]["tool_names"] == ["daily_read", "daily_list", "daily_write"]
+    user = model.calls[0]["messages"][1].get_text_content()
+    assert "[user] Let's rotate the JWT keys" in user and DAILY_JWT in user  # recent notes
+
+
+def test_update_appends_by_section_and_keeps_the_objective(vault) -> None:
+    result, _ = sync(vault, [
+        [tool_call("c1", "daily_read", path=DAILY_TODAY)],
+        [tool_call("c2", "daily_write", slug="search-tuning", mode="append",
+                   body="## Objective\nSomething else entirely.\n\n## Progress\n- Ran the blend eval."
+                        "\n\n## Findings\n- Blend beats RRF by 2 points of nDCG.\n- k=60 is fine.\n\n"
+                        "## Next\n- Make blend the default.\n\n## Materials\n"
+                        "- evals/results/fusion.json\n- evals/results/blend.json\n")],
+        [TextBlock(text="Updated.")],
+    ])
+
+    assert result.ok and result.written == [DAILY_TODAY] and result.created == []
+    assert body(vault, DAILY_TODAY) == (
+        "# Search tuning\n\n"
+        "## Objective\nPick the default fusion method.\n\n"
+        "## Progress\n- Ran the eval with RRF.\n- Ran the blend eval.\n\n"
+        "## Findings\n- Blend beats RRF by 2 points of nDCG.\n- k=60 is fine.\n\n"
+        "## Next\n- Make blend the default.\n\n"
+        "## Materials\n- evals/results/fusion.json\n- evals/results/blend.json\n")
+
+
+def test_replace_that_drops_append_only_lines_is_sent_back_then_fixed(vault) -> None:
+    kept = ("# Search tuning\n\n## Objective\nPick the default fusion method.\n\n## Progress\n"
+            "- Ran the eval with RRF.\n- Ran blend.\n\n## Findings\n"
+            "- Blend beats RRF by 2 points of nDCG.\n\n## Materials\n"
+            "- evals/results/fusion.json\n")
+    result, model = sync(vault, [
+        [tool_call("c1", "daily_read", path=DAILY_TODAY)],
+        [tool_call("c2", "daily_write", slug="search-tuning", mode="replace",
+                   body="# Search tuning\n\n## Objective\nNew goal.\n\n## Progress\n- Ran blend.\n")],
+        [tool_call("c3", "daily_write", slug="search-tuning", mode="replace", body=kept)],
+        [TextBlock(text="Updated.")],
+    ])
+
+    error = answers(model)[1]
+    assert "Objective is set once" in error and "Progress is append-only" in error
+    assert "'- Ran the eval with RRF.'" in error and "Findings" in error
+    assert body(vault, DAILY_TODAY) == kept and result.ok
+
+
+def test_a_second_section_violation_is_refused_and_audited(vault) -> None:
+    before = text_of(vault, DAILY_TODAY)
+    bad = "# Search tuning\n\n## Objective\nPick the default fusion method.\n\n## Progress\n- x\n"
+    result, model = sync(vault, [
+        [tool_call("c1", "daily_read", path=DAILY_TODAY)],
+        [tool_call("c2", "daily_write", slug="search-tuning", mode="replace", body=bad)],
+        [tool_call("c3", "daily_write", slug="search-tuning", mode="replace", body=bad)],
+        [TextBlock(text="gave up")],
+    ])
+
+    assert text_of(vault, DAILY_TODAY) == before
+    assert [i.path for i in result.refused] == [DAILY_TODAY]
+    audit = text_of(vault, f"audit/{dt.date.today().isoformat()}/refused.md")
+    assert DAILY_TODAY in audit and "append-only" in audit
+    assert "for the rest of this job" in answers(model)[2]
+
+
+def test_inherit_creates_todays_note_linked_to_the_earlier_active_one(vault) -> None:
+    before = text_of(vault, DAILY_JWT)
+    result, _ = sync(vault, [
+        [tool_call("c1", "daily_read", path=DAILY_JWT)],
+        [tool_call("c2", "daily_write", slug="jwt-rotation", title="JWT rotation",
+                   body=f"inherits:: [[{DAILY_JWT}]]\n\n## Objective\n"
+                        "Rotate the JWT signing keys without logging anybody out.\n\n"
+                        "## Progress\n- Deployed the dual-key verifier.\n\n"
+                        "## Next\n- Retire the old key tomorrow.\n")],
+        [TextBlock(text="Inherited.")],
+    ])
+
+    assert result.created == [TODAY_JWT] and text_of(vault, DAILY_JWT) == before
+    assert [(e.source, e.target, e.predicate) for e in result.linked] == [
+        (TODAY_JWT, DAILY_JWT, "inherits")]
+    assert "Rotate the JWT signing keys" in body(vault, TODAY_JWT)
+
+
+def test_the_inherits_link_is_added_in_code_when_the_model_forgets_it(vault) -> None:
+    result, _ = sync(vault, [
+        [tool_call("c1", "daily_write", slug="jwt-rotation", title="JWT rotation",
+                   body="## Progress\n- Deployed the verifier.\n")],
+        [TextBlock(text="ok")],
+    ])
+    assert body(vault, TODAY_JWT).startswith(f"# JWT rotation\n\ninherits:: [[{DAILY_JWT}]]\n")
+    assert [e.predicate for e in result.linked] == ["inherits"]
+
+
+def test_the_synchronizer_never_writes_knowledge_or_lints(vault) -> None:
+    before = vault_hash(vault)
+    result, model = sync(vault, [
+        [tool_call("c1", "write", path="knowledge/x/x.md", body="x")],
+        [tool_call("c2", "lint_schema")],
+        [TextBlock(text="ok")],
+    ])
+    seen = answers(model)
+    assert all("doesn't exist" in s or "not found" in s.lower() for s in seen), seen
+    assert vault_hash(vault) == before and result.written == []
+
+
+# -- transcript mode ----------------------------------------------------------------------
+def test_transcript_mode_appends_raw_turns_without_a_model(vault) -> None:
+    assert not vault.settings.model.configured
+    first = run_synchronizer(vault, CHAT, mode="transcript", session_id="s-7", today=TODAY)
+    path = f"daily/{TODAY.isoformat()}/session-s-7/session-s-7.md"
+    assert first.mode == "transcript" and first.created == [path] and first.ok
+    more = [UserMsg("user", "And the old key?"), AssistantMsg("bot", "Retired tomorrow.")]
+    second = run_synchronizer(vault, more, mode="transcript", session_id="s-7", today=TODAY)
+    assert second.written == [path] and second.created == []
+    text = body(vault, path)
+    assert "**user**: Let's rotate the JWT keys" in text
+    assert "**bot** (assistant): Retired tomorrow." in text
+    assert text.index("dual-key verifier") < text.index("And the old key?")
+    assert property_read(vault, path)["properties"]["originSessionId"] == "s-7"
+
+
+def test_cumulative_transcripts_never_duplicate_turns(vault) -> None:
+    path = f"daily/{TODAY.isoformat()}/session-s-8/session-s-8.md"
+    run_synchronizer(vault, CHAT[:1], mode="transcript", session_id="s-8", today=TODAY,
+                     cumulative=True)
+    again = run_synchronizer(vault, CHAT, mode="transcript", session_id="s-8", today=TODAY,
+                             cumulative=True)
+    same = run_synchronizer(vault, CHAT, mode="transcript", session_id="s-8", today=TODAY,
+                            cumulative=True)
+    text = body(vault, path)
+    assert text.count("Let's rotate") == 1 and text.count("Done: the verifier") == 1
+    assert again.written == [path] and same.written == [] and same.summary == "Nothing new to record."
+    assert property_read(vault, path)["properties"]["syncedTurns"] == 2
+
+
+# -- pure parts ---------------------------------------------------------------------------
+def test_messages_are_coerced_from_msgs_and_dicts() -> None:
+    got = coerce_messages([
+        {"role": "system", "content": "You are..."},
+        {"role": "user", "content": [{"type": "text", "text": "hi"}, {"type": "image"}]},
+        UserMsg("alice", "hello"),
+        {"role": "assistant", "content": "   "},
+        {"role": "tool", "content": "result"},
+    ])
+    assert got == [{"role": "user", "name": "user", "text": "hi"},
+                   {"role": "user", "name": "alice", "text": "hello"}]
+
+
+def test_section_rules_merge_and_check() -> None:
+    old = "# T\n\n## 目标\n做完。\n\n## Plan\n- a\n\n## 进展\n- 第一步\n\n## Notes\n- keep\n"
+    merged = merge_sections(old, "## 目标\n别的\n\n## Plan\n- b\n\n## 进展\n- 第二步\n\n## Extra\n- new\n")
+    assert merged == ("# T\n\n## 目标\n做完。\n\n## Plan\n- b\n\n## 进展\n- 第一步\n- 第二步\n\n"
+                      "## Notes\n- keep\n\n## Extra\n- new\n")
+    assert merge_sections(old, "- plain line") .count("- plain line") == 1
+    assert "Progress" in merge_sections("# T\n", "- plain line")
+    assert section_problems(old, merged) == []
+    problems = section_problems(old, "# T\n\n## 目标\n变了\n")
+    assert len(problems) == 3  # objective changed, 进展 and Notes lost lines
