@@ -9,19 +9,8 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-EN_WORDS = (
-    "search index vector graph memory note agent token embedding query ranking fusion cache "
-    "latency budget schema link community decay archive merge split daily knowledge resource "
-    "session user project review deploy server client database migration test release design "
-    "security key rotation backup restore monitor alert metric dashboard team meeting decision "
-    "plan progress finding contract invoice budget travel hotel flight family dinner music "
-    "python rust java kernel network packet router config model prompt tool workflow pipeline"
-).split()
-ZH_WORDS = (
-    "检索 索引 向量 图谱 记忆 笔记 智能体 分词 嵌入 查询 排序 融合 缓存 延迟 预算 模式 链接 "
-    "社区 衰减 归档 合并 拆分 日志 知识 资源 会话 用户 项目 评审 部署 服务器 客户端 数据库 "
-    "迁移 测试 发布 设计 安全 密钥 轮换 备份 恢复 监控 告警 指标 团队 会议 决策 计划 进展 发现"
-).split()
+EN_WORDS = ["search", "index", "vector", "graph", "memory", "note", "agent", "token", "embedding", "query", "ranking", "fusion", "cache", "latency", "budget", "schema", "link", "community", "decay", "archive", "merge", "split", "daily", "knowledge", "resource", "session", "user", "project", "review", "deploy", "server", "client", "database", "migration", "test", "release", "design", "security", "key", "rotation", "backup", "restore", "monitor", "alert", "metric", "dashboard", "team", "meeting", "decision", "plan", "progress", "finding", "contract", "invoice", "budget", "travel", "hotel", "flight", "family", "dinner", "music", "python", "rust", "java", "kernel", "network", "packet", "router", "config", "model", "prompt", "tool", "workflow", "pipeline"]
+ZH_WORDS = ["检索", "索引", "向量", "图谱", "记忆", "笔记", "智能体", "分词", "嵌入", "查询", "排序", "融合", "缓存", "延迟", "预算", "模式", "链接", "社区", "衰减", "归档", "合并", "拆分", "日志", "知识", "资源", "会话", "用户", "项目", "评审", "部署", "服务器", "客户端", "数据库", "迁移", "测试", "发布", "设计", "安全", "密钥", "轮换", "备份", "恢复", "监控", "告警", "指标", "团队", "会议", "决策", "计划", "进展", "发现"]
 
 
 def _sentence(rng: random.Random, zh: bool) -> str:

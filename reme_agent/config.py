@@ -73,6 +73,9 @@ class SearchSettings(_Section):
         True, description="Count the file mtime as activity in recency (else only as a fallback "
         "for notes without an `updated`/`created` date).")
     top_chunks_per_path: int = Field(2, ge=1)
+    node_block_decay: float = Field(
+        0.3, ge=0.0, lt=1.0, description="Node score = best block + d*2nd + d^2*3rd ... "
+        "(0 = best block only). 0.3 chosen by the LoCoMo eval.")
     expand_depth: int = Field(1, ge=0, le=3)
     max_links_per_direction: int = Field(10, ge=1)
     expand_path_budget: int = Field(30, ge=0)

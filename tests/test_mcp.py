@@ -130,13 +130,13 @@ def test_http_client_with_token_writes_the_vault(http_server) -> None:  # type: 
 
     async def go() -> None:
         client = httpx2.AsyncClient(headers={"authorization": "Bearer s3cret"}, timeout=30)
-        async with client, streamable_http_client(url, http_client=client) as streams:
-            async with ClientSession(streams[0], streams[1]) as session:
-                await session.initialize()
-                assert {t.name for t in (await session.list_tools()).tools} == ATOMIC
-                result = await session.call_tool("write", {"path": "knowledge/h/h.md",
-                                                           "body": "over http"})
-                assert not result.is_error
+        async with client, streamable_http_client(url, http_client=client) as streams, \
+                ClientSession(streams[0], streams[1]) as session:
+            await session.initialize()
+            assert {t.name for t in (await session.list_tools()).tools} == ATOMIC
+            result = await session.call_tool("write", {"path": "knowledge/h/h.md",
+                                                       "body": "over http"})
+            assert not result.is_error
 
     asyncio.run(go())
     assert (vault / "knowledge/h/h.md").read_text().strip().endswith("over http")

@@ -14,9 +14,11 @@ after a D3 overload check) run the split step as soon as the queue is drained.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as _dt
 import json
 import re
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from reme_agent.errors import ReMeError
@@ -39,7 +41,8 @@ if TYPE_CHECKING:
     from reme_agent.maintenance.maintainer import MaintainReport
     from reme_agent.vault import Vault
 
-__all__ = ["ModelMergeJudge", "ModelSplitPlanner", "NoDecision", "register_split_consumer"]
+__all__ = ["ModelMergeJudge", "ModelSplitPlanner", "NoDecision", "register_split_consumer",
+           "run_maintainer"]
 
 MERGE_JOB = "maintainer"
 SPLIT_JOB = "split"
@@ -97,9 +100,21 @@ class _Job:
                   **user_values}
         guard = Guard(self.vault, self.job, today=self.today,
                       max_cas_redos=self.vault.settings.jobs.max_cas_redos)
-        summary, _reason, error = run_sync(guarded(run_agent(
-            self.spec, guard, self.model, system_values=values, user_values=values,
-            retries=self.vault.settings.model.retries)), self.job)
+
+        def agent() -> Any:
+            return guarded(run_agent(self.spec, guard, self.model, system_values=values,
+                                     user_values=values,
+                                     retries=self.vault.settings.model.retries))
+
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            summary, _reason, error = run_sync(agent(), self.job)
+        else:
+            # Called from inside an event loop (the distiller drains its queue there): the
+            # decision runs on its own loop in a worker thread; the caller waits for it.
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                summary, _reason, error = pool.submit(asyncio.run, agent()).result()
         self.transcripts.append(summary)
         if error:
             raise NoDecision(f"The {self.job} job stopped: {error}",
@@ -152,6 +167,30 @@ class ModelSplitPlanner(_Job):
                                 body=c.get("body") if isinstance(c.get("body"), str) else None)
                       for i, c in enumerate(children, 1)],
             overview=str(data.get("overview") or "").strip())
+
+
+def run_maintainer(vault: Vault, only: list[str] | None = None, *, dry_run: bool = False,
+                   move_archived: bool = False, model: Any | None = None,
+                   use_model: bool | None = None,
+                   queue: JobQueue | None = None) -> MaintainReport:
+    """The whole maintainer as one job: the model decides merges and names splits when one is
+    given or configured (`use_model=False`: report only); queued `split` items are consumed."""
+    from reme_agent.maintenance.maintainer import Maintainer
+
+    wants_model = (model is not None or vault.settings.model.configured) if use_model is None \
+        else use_model
+    judge = ModelMergeJudge(vault, model=model) if wants_model else None
+    planner = ModelSplitPlanner(vault, model=model) if wants_model else None
+    q = queue if queue is not None else default_queue()
+    items = q.pending("split")
+    for item in items:
+        item.status = "done"   # claimed: the split step re-checks and handles them
+    cfg = vault.settings
+    return Maintainer(vault, cfg.maintain, split_token_threshold=cfg.jobs.split_token_threshold,
+                      split_block_threshold=cfg.jobs.split_block_threshold, merge_judge=judge,
+                      split_planner=planner).run(only, dry_run=dry_run,
+                                                  move_archived=move_archived,
+                                                  split_requests=[i.path for i in items])
 
 
 def register_split_consumer(vault: Vault, queue: JobQueue | None = None, *,

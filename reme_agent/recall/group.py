@@ -131,8 +131,14 @@ def catalog_for(vault: Vault) -> NodeCatalog:
 
 def group_by_node(hits: list[BlockHit], scores: dict[str, float],
                   factors: dict[str, dict[str, float]], catalog: NodeCatalog, *,
-                  top_chunks_per_path: int, limit: int) -> list[NodeResult]:
-    """Ranked blocks -> ranked nodes (`scores` by block id, `factors` by path)."""
+                  top_chunks_per_path: int, limit: int,
+                  block_decay: float = 0.0) -> list[NodeResult]:
+    """Ranked blocks -> ranked nodes (`scores` by block id, `factors` by path).
+
+    A node scores its best block plus `block_decay`^i times its (i+1)-th best block
+    (0 = best block only): a note matching the query in several places outranks one lucky
+    block. The LoCoMo eval measured +0.021 session MRR at 0.3 (evals/README.md).
+    """
     by_path: dict[str, list[BlockHit]] = {}
     for hit in sorted(hits, key=lambda h: (-scores[h.block_id], h.path, h.start_line)):
         by_path.setdefault(hit.path, []).append(hit)
@@ -144,9 +150,19 @@ def group_by_node(hits: list[BlockHit], scores: dict[str, float],
             path=path,
             title=info.title if info else path,
             description=info.description if info else "",
-            score=scores[best.block_id],
+            score=_node_score([scores[b.block_id] for b in blocks], block_decay),
             factors={"base": best.base, **factors.get(path, {})},
             chunks=[ChunkResult(b.block_id, b.start_line, b.end_line, b.text, scores[b.block_id])
                     for b in blocks[:top_chunks_per_path]]))
     nodes.sort(key=lambda n: (-n.score, n.path))
     return nodes[:limit]
+
+
+def _node_score(ordered: list[float], decay: float) -> float:
+    if decay <= 0.0:
+        return ordered[0]
+    total, weight = 0.0, 1.0
+    for value in ordered[:10]:
+        total += weight * value
+        weight *= decay
+    return total

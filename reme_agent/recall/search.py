@@ -150,7 +150,8 @@ def search(vault: Vault, query: str, *, limit: int = 10, include_archived: bool 
     scores = {h.block_id: h.score for h in hits}
     factors = {h.path: h.factors for h in hits}
     results = group_by_node(hits, scores, factors, ctx.catalog,
-                            top_chunks_per_path=per_node, limit=limit)
+                            top_chunks_per_path=per_node, limit=limit,
+                            block_decay=opts.node_block_decay)
 
     expansion: list[dict[str, Any]] = []
     if depth and results:

@@ -136,10 +136,9 @@ def test_huge_files_are_skipped_with_a_reason(tmp_path: Path) -> None:
 
 def test_a_second_indexer_waits_and_then_reports_the_lock(vault: Vault) -> None:
     lock_path = vault.root / ".reme" / "index.lock"
-    with _FileLock(lock_path, timeout=1):
-        with pytest.raises(IndexLocked):
-            with _FileLock(lock_path, timeout=0.2):
-                pass
+    with _FileLock(lock_path, timeout=1), pytest.raises(IndexLocked), \
+            _FileLock(lock_path, timeout=0.2):
+        pass
 
 
 def test_another_process_index_run_is_picked_up(vault: Vault) -> None:

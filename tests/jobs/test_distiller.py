@@ -366,6 +366,6 @@ def test_the_vaults_own_queue_auto_links_a_new_node_after_the_write(vault) -> No
         [TextBlock(text="Created.")],
     ])
     result = run_distiller(vault, [DAILY_JWT], model=model, today=TODAY, flip_status=False)
-    assert [(i.kind, i.path, i.status) for i in result.enqueued] == [("autolink", NEW, "done")]
+    assert ("autolink", NEW, "done") in [(i.kind, i.path, i.status) for i in result.enqueued]
     text = vault.store.read_text(NEW)
     assert f"[[{AUTH}|auth service]]" in text  # the mention became a link, text kept

@@ -133,7 +133,7 @@ def test_grouping_caps_chunks_per_node_and_surfaces_the_node(make_vault: VaultFa
     assert node.title == "Platypus facts"
     assert node.description == "What we know about platypuses."
     assert len(node.chunks) == 2
-    assert node.score == node.chunks[0].score >= node.chunks[1].score
+    assert node.score >= node.chunks[0].score >= node.chunks[1].score  # decayed sum of blocks
     assert all(c.start_line <= c.end_line for c in node.chunks)
     assert response.results[paths.index("knowledge/plain/plain.md")].title == "Plain heading"
     three = search(vault, QUERY, top_chunks_per_path=3, log_access=False)
@@ -295,3 +295,10 @@ def test_cli_search_exposes_the_pipeline(make_vault: VaultFactory) -> None:
     assert text.exit_code == 0 and text.output.startswith("==========")
     log = json.loads((vault.root / "meta" / "access_log.json").read_text(encoding="utf-8"))
     assert "knowledge/a/a.md" in log["entries"]
+
+
+def test_node_score_adds_decayed_scores_of_its_other_blocks() -> None:
+    from reme_agent.recall.group import _node_score
+
+    assert _node_score([1.0, 0.5, 0.5], 0.0) == 1.0
+    assert _node_score([1.0, 0.5, 0.5], 0.3) == pytest.approx(1.0 + 0.15 + 0.045)

@@ -1,0 +1,275 @@
+"""Step 3, decay and archive: topo-temporal score -> meta/recency.json, meta/archived.json.
+
+DESIGN §3 (status machine), §8, §9; seed "拓扑与时间联合遗忘算法":
+
+    Score = I · e^(−λ·Δt) + α · log(1 + in-degree)
+
+I = frontmatter `importance` (1–10, default 5); Δt = days since the note's last activity:
+the latest of its last read (meta/access_log.json), its frontmatter `updated` (or `created`)
+and, with `decay_use_mtime`, its file mtime; in-degree = distinct notes linking to it.
+Every note outside meta/ and audit/ is scored; only streaming notes are archived.
+
+Archiving (never a delete):
+- A streaming note scoring under `archive_threshold` with `status: distilled` gets
+  `status: archived` (the one forward step the DESIGN §3 machine allows; `updated` is not
+  bumped, the maintainer's write is not activity) and is listed in meta/archived.json, which
+  recall uses to hide it.
+- An `active` note (or one without a status) is never archived, however cold: it has not
+  been distilled yet, and archiving it would skip a step and could bury knowledge nobody
+  extracted. It is reported as `stale_active` instead, for the distiller.
+- Thaw: a listed note that was touched (read, edited, or newly linked) scores above the
+  threshold on the next run and leaves archived.json, so search returns it again. Its
+  frontmatter keeps `status: archived` (the machine never moves back); the list is what
+  recall obeys, and a later cold spell lists it again without another write.
+- The maintainer's own status write changes the file's mtime; archived.json remembers the
+  stamp it left (`state`), and while the file still has that stamp its mtime is ignored in
+  favour of the activity recorded at archive time, so the write does not thaw the note.
+- `--move-archived` moves archived notes to `archive/<original path>` (inbound links
+  rewritten in the same transaction); a thawed note under archive/ moves back. Sibling
+  materials of a daily note stay where they are.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from reme_agent.engine.parser import dump_note
+from reme_agent.errors import ReMeError, StampChanged
+from reme_agent.maintenance.access import rename_entries
+from reme_agent.maintenance.report import StepResult
+from reme_agent.maintenance.transaction import (
+    Transaction,
+    VaultView,
+    retarget,
+    rewrite_links,
+    split_raw,
+)
+from reme_agent.recall.signals import ArchivedSignal, RecencySignal, iso_utc, parse_moment
+from reme_agent.schema.frontmatter import status_move_error
+from reme_agent.schema.layout import AUDIT, META, RESOURCE, layer_of
+
+if TYPE_CHECKING:
+    from reme_agent.vault import Vault
+
+log = logging.getLogger("reme_agent.maintenance")
+
+__all__ = ["DecayParams", "decay_score", "run_decay"]
+
+_REDOS = 3
+
+
+def decay_score(importance: float, days: float, in_degree: int, lam: float, alpha: float) -> float:
+    """Score = I·e^(−λ·Δt) + α·log(1 + in-degree); Δt and in-degree are clamped at 0."""
+    return importance * math.exp(-lam * max(0.0, days)) + alpha * math.log1p(max(0, in_degree))
+
+
+def importance_of(frontmatter: dict[str, Any]) -> int:
+    value = frontmatter.get("importance", 5)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 1 <= value <= 10:
+        return 5
+    return int(value)
+
+
+@dataclass(frozen=True)
+class DecayParams:
+    lam: float
+    alpha: float
+    threshold: float
+    use_mtime: bool = True
+    archive_dir: str = "archive"
+
+
+def _fm_time(frontmatter: dict[str, Any]) -> datetime | None:
+    times = [t for t in (parse_moment(frontmatter.get("updated")),
+                         parse_moment(frontmatter.get("created"))) if t is not None]
+    return max(times) if times else None
+
+
+def run_decay(vault: Vault, view: VaultView, *, now: datetime, params: DecayParams,
+              last_read: dict[str, datetime], move_archived: bool = False,
+              dry_run: bool = False) -> StepResult:
+    """Score every note, archive/thaw streaming notes, write recency.json + archived.json."""
+    result = StepResult("decay", dry_run=dry_run)
+    prev = vault.signals.get("archived")
+    prev_list = set(prev.archived) if isinstance(prev, ArchivedSignal) else set()
+    prev_state: dict[str, dict[str, str]] = {}
+    if isinstance(prev, ArchivedSignal):
+        raw = getattr(prev, "state", None) or (prev.model_extra or {}).get("state") or {}
+        prev_state = {p: v for p, v in raw.items() if isinstance(v, dict)}
+
+    scores: dict[str, float] = {}
+    activity: dict[str, datetime] = {}
+    for path, row in sorted(view.rows.items()):
+        if layer_of(path) in (META, AUDIT):
+            continue
+        fm = row.frontmatter if isinstance(row.frontmatter, dict) else {}
+        times = [t for t in (last_read.get(path), _fm_time(fm)) if t is not None]
+        kept = prev_state.get(path)
+        # Untouched since the maintainer archived it: its own write is not activity.
+        recorded = (parse_moment(kept.get("activity"))
+                    if kept is not None and kept.get("stamp") == row.stamp else None)
+        if recorded is not None:
+            times.append(recorded)
+        elif params.use_mtime or not times:
+            times.append(datetime.fromtimestamp(row.mtime_ns / 1e9).astimezone())
+        last = max(times)
+        activity[path] = last
+        days = (now - last).total_seconds() / 86400.0
+        scores[path] = round(decay_score(importance_of(fm), days, vault.graph.in_degree(path),
+                                         params.lam, params.alpha), 6)
+
+    streaming = sum(1 for p in scores if view.rows[p].frontmatter.get("lifecycle") == "streaming")
+    archived: set[str] = set()
+    to_archive: list[str] = []
+    stale_active: list[dict[str, Any]] = []
+    thawed: list[str] = []
+    for path, score in scores.items():
+        fm = view.rows[path].frontmatter
+        if fm.get("lifecycle") != "streaming":
+            continue
+        status = fm.get("status") or "active"
+        if score < params.threshold:
+            if status == "archived":
+                archived.add(path)
+            elif status == "distilled":
+                to_archive.append(path)
+            else:
+                stale_active.append({"path": path, "score": score, "status": status})
+        elif path in prev_list:
+            thawed.append(path)
+
+    state: dict[str, dict[str, str]] = {p: prev_state[p] for p in archived
+                                        if p in prev_state and
+                                        prev_state[p].get("stamp") == view.rows[p].stamp}
+    for path in sorted(archived):
+        state.setdefault(path, {"stamp": view.rows[path].stamp,
+                                "activity": iso_utc(activity[path])})
+
+    # -- archive: status distilled -> archived (one CAS frontmatter edit per note) ----------
+    for path in to_archive:
+        action = {"action": "archive", "path": path, "score": scores[path]}
+        if dry_run:
+            result.actions.append(action)
+            archived.add(path)
+            continue
+        try:
+            stamp = _set_status(vault, path, "archived")
+        except ReMeError as exc:
+            result.warnings.append(f"could not archive {path}: {exc}")
+            continue
+        archived.add(path)
+        state[path] = {"stamp": stamp, "activity": iso_utc(activity[path])}
+        result.actions.append(action)
+        result.changed.append(path)
+    if result.changed:
+        _refresh(vault, list(result.changed))  # one index run for all the status edits
+    for path in thawed:
+        result.actions.append({"action": "thaw", "path": path, "score": scores.get(path)})
+
+    # -- optional moves: archived -> archive/<path>; thawed under archive/ -> back ----------
+    prefix = params.archive_dir.strip("/") + "/"
+    moves: dict[str, str] = {}
+    if move_archived:
+        moves.update({p: prefix + p for p in sorted(archived) if not p.startswith(prefix)})
+    moves.update({p: p[len(prefix):] for p in thawed if p.startswith(prefix)})
+    for src, dst in moves.items():
+        action = {"action": "move", "from": src, "to": dst}
+        if dry_run:
+            result.actions.append(action)
+            _rename(src, dst, archived, state, scores)
+            continue
+        try:
+            written = move_note(vault, src, dst)
+        except ReMeError as exc:
+            result.warnings.append(f"could not move {src} -> {dst}: {exc}")
+            continue
+        _rename(src, dst, archived, state, scores)
+        if dst in state:
+            state[dst]["stamp"] = vault.store.stamp(dst) or state[dst]["stamp"]
+        action["links_rewritten_in"] = sorted(p for p in written if p not in (src, dst))
+        result.actions.append(action)
+        result.changed += [p for p in written if p not in result.changed]
+
+    recency = RecencySignal(scores=dict(sorted(scores.items())))
+    listed = ArchivedSignal(threshold=params.threshold, archived=sorted(archived),
+                            state=dict(sorted(state.items())))
+    result.found = {
+        "scored": len(scores),
+        "streaming": streaming,
+        "archived": len(archived),
+        "newly_archived": sum(1 for a in result.actions if a["action"] == "archive"),
+        "thawed": thawed,
+        "stale_active": stale_active,
+        "below_threshold": sum(1 for s in scores.values() if s < params.threshold),
+    }
+    if not dry_run:
+        vault.signals.write_signal("recency", recency)
+        vault.signals.write_signal("archived", listed)
+        result.changed += ["meta/recency.json", "meta/archived.json"]
+    return result
+
+
+def _rename(src: str, dst: str, archived: set[str], state: dict[str, dict[str, str]],
+            scores: dict[str, float]) -> None:
+    if src in archived:
+        archived.discard(src)
+        archived.add(dst)
+    if src in state:
+        state[dst] = state.pop(src)
+    if src in scores:
+        scores[dst] = scores.pop(src)
+
+
+def _set_status(vault: Vault, path: str, status: str) -> str:
+    """CAS frontmatter edit (body kept byte for byte); returns the new stamp."""
+    for _ in range(_REDOS):
+        text, stamp = vault.store.read_stamped(path)
+        fm, _head, body = split_raw(text, path)
+        why = status_move_error(fm.get("status"), status)
+        if why:
+            raise ReMeError(f"Refused status change of {path!r}: {why}.")
+        try:
+            new = vault.store.write_if_unchanged(path, dump_note({**fm, "status": status}, "")
+                                                 + body, stamp)
+        except StampChanged:
+            continue  # edited meanwhile: redo on the new text
+        return new
+    raise StampChanged(path, "(3 redos)", vault.store.stamp(path))
+
+
+def move_note(vault: Vault, src: str, dst: str,
+              immutable: Callable[[str], bool] | None = None) -> list[str]:
+    """Move one note and rewrite every link the move changes, all or nothing (DESIGN §5)."""
+    for _ in range(_REDOS):
+        view = VaultView.load(vault)
+        path_map = {src: dst}
+        after = view.after(path_map)
+        tx = Transaction(vault.store)
+        text = tx.read(src)
+        _fm, head, body = split_raw(text, src)
+        new_body, _ = rewrite_links(body, src, dst, view.resolver, after, path_map)
+        tx.create(dst, head + new_body)
+        tx.delete(src)
+        retarget(tx, view, path_map, after, exclude={src},
+                 immutable=immutable or (lambda p: layer_of(p) == RESOURCE))
+        try:
+            written = tx.commit()
+        except StampChanged:
+            _refresh(vault, list(tx.planned))
+            continue
+        _refresh(vault, written)
+        rename_entries(vault, path_map)
+        return written
+    raise StampChanged(src, "(3 redos)", vault.store.stamp(src))
+
+
+def _refresh(vault: Vault, paths: list[str]) -> None:
+    try:
+        vault.refresh(paths)
+    except Exception as exc:  # the files are right; the index catches up on the next run
+        log.warning("re-indexing %s failed: %s", paths, exc)

@@ -1,0 +1,97 @@
+"""Step 6, health: D1 dangling links, D3 overloaded nodes, D10 broken provenance -> health.md.
+
+DESIGN §9 maintainer. Read-only over the notes; the report goes to
+`audit/<date>/health.md` (appended once per distinct finding set per day, so a second run on
+an unchanged vault adds nothing).
+
+- D10 broken provenance: a link whose target names `daily/...` or `resource/...` and
+  resolves to no file: the material a claim came from is gone (moved or deleted by hand).
+- D1 dangling: every other link that resolves to no file. Links count as resolving when any
+  file has that name (an image or a PDF is not dangling), as in `lint_dangling`.
+- D3 overloaded: knowledge nodes over the split thresholds (`split.overloaded`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from reme_agent.maintenance.report import StepResult
+from reme_agent.maintenance.split import SplitParams, overloaded
+from reme_agent.maintenance.transaction import VaultView
+from reme_agent.schema.audit import append_audit, audit_path
+from reme_agent.schema.layout import AUDIT, DAILY, META, RESOURCE
+
+if TYPE_CHECKING:
+    from reme_agent.vault import Vault
+
+__all__ = ["find_problems", "run_health"]
+
+_PROVENANCE = (f"{DAILY}/", f"{RESOURCE}/")
+
+
+def _is_provenance(target: str) -> bool:
+    t = target.strip().replace("\\", "/").lstrip("/")
+    while t.startswith("./"):
+        t = t[2:]
+    return t.startswith(_PROVENANCE)
+
+
+def find_problems(vault: Vault, view: VaultView, params: SplitParams) -> dict[str, list[Any]]:
+    """{"D1": [...], "D3": [...], "D10": [...]} for the whole vault (meta/ and audit/ aside)."""
+    d1: list[dict[str, Any]] = []
+    d10: list[dict[str, Any]] = []
+    for source, row in sorted(view.rows.items()):
+        if source.startswith((f"{META}/", f"{AUDIT}/")):
+            continue
+        for link in row.links:
+            if view.resolver.resolve(link["target"], source) is not None:
+                continue
+            item = {"source": source, "line": link.get("line"), "target": link["target"],
+                    "predicate": link.get("predicate")}
+            if ambiguous := view.resolver.ambiguous(link["target"]):
+                item["ambiguous"] = ambiguous
+            (d10 if _is_provenance(link["target"]) else d1).append(item)
+    return {"D1": d1, "D3": overloaded(vault, view, params), "D10": d10}
+
+
+def _render(problems: dict[str, list[Any]]) -> str:
+    titles = {"D1": "D1 dangling links", "D3": "D3 overloaded nodes (split candidates)",
+              "D10": "D10 broken provenance (links to missing daily/ or resource/ files)"}
+    lines = []
+    for key, items in problems.items():
+        lines.append(f"### {titles[key]}: {len(items)}")
+        for it in items[:200]:
+            if key == "D3":
+                lines.append(f"- `{it['path']}`: ~{it['tokens']} tokens, {it['blocks']} blocks")
+            else:
+                pred = f"{it['predicate']}:: " if it.get("predicate") else ""
+                amb = f" (ambiguous: {', '.join(it['ambiguous'])})" if it.get("ambiguous") else ""
+                lines.append(f"- `{it['source']}`:{it['line']} {pred}`[[{it['target']}]]`{amb}")
+        if len(items) > 200:
+            lines.append(f"- … {len(items) - 200} more")
+        lines.append("")
+    return "\n".join(lines).rstrip()
+
+
+def run_health(vault: Vault, view: VaultView, *, params: SplitParams, now: datetime,
+               dry_run: bool = False) -> StepResult:
+    result = StepResult("health", dry_run=dry_run)
+    local = now.astimezone()
+    problems = find_problems(vault, view, params)
+    result.found = {"D1": len(problems["D1"]), "D3": len(problems["D3"]),
+                    "D10": len(problems["D10"]), "dangling": problems["D1"],
+                    "overloaded": problems["D3"], "broken_provenance": problems["D10"]}
+    sig = hashlib.sha1(json.dumps(problems, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    path = audit_path("health", local.date())
+    if dry_run:
+        return result
+    if vault.store.exists(path) and f"<!-- sig:{sig} -->" in vault.store.read_text(path):
+        return result  # the same findings are already in today's report
+    append_audit(vault, "health", "health check", _render(problems) + f"\n\n<!-- sig:{sig} -->",
+                 now=local)
+    result.changed.append(path)
+    result.actions.append({"action": "report", "path": path})
+    return result

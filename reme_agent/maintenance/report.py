@@ -1,0 +1,66 @@
+"""What a maintenance step found and did: one `StepResult` per step (DESIGN §9 maintainer).
+
+The same object is printed by the CLI (`--json` or text), returned by the `Maintainer` API,
+and rendered into the run's `audit/<date>/maintain.md` entry, so the three never disagree.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["STEPS", "StepResult"]
+
+STEPS: tuple[str, ...] = ("access", "communities", "decay", "merge", "split", "health")
+"""The maintenance steps, in the fixed order they run in."""
+
+_SHOWN = 20  # list items rendered per key in the audit note; the JSON has them all
+
+
+@dataclass
+class StepResult:
+    step: str
+    found: dict[str, Any] = field(default_factory=dict)      # counts and what was detected
+    actions: list[dict[str, Any]] = field(default_factory=list)  # done (or planned: dry run)
+    changed: list[str] = field(default_factory=list)         # vault paths written or removed
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0                                     # wall clock
+    cpu_seconds: float = 0.0                                 # this process's CPU time
+    dry_run: bool = False
+    skipped: str | None = None                               # why the step did not run
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def summary(self) -> str:
+        """One line for the CLI."""
+        if self.skipped:
+            return f"{self.step}: skipped ({self.skipped})"
+        counts = ", ".join(f"{k}={v}" for k, v in self.found.items()
+                           if isinstance(v, int | float) and not isinstance(v, bool))
+        verb = "would change" if self.dry_run else "changed"
+        return (f"{self.step}: {counts or 'nothing found'}; {len(self.actions)} action(s), "
+                f"{verb} {len(self.changed)} file(s) in {self.seconds:.2f} s")
+
+    def markdown(self) -> str:
+        """The body of this step's entry in audit/<date>/maintain.md."""
+        lines = [f"- {self.summary()}"]
+        for key, value in self.found.items():
+            if isinstance(value, list) and value:
+                lines.append(f"- {key} ({len(value)}):")
+                lines += [f"  - {_short(v)}" for v in value[:_SHOWN]]
+                if len(value) > _SHOWN:
+                    lines.append(f"  - … {len(value) - _SHOWN} more")
+        if self.actions:
+            lines.append(f"- actions ({len(self.actions)}):")
+            lines += [f"  - {_short(a)}" for a in self.actions[:_SHOWN]]
+            if len(self.actions) > _SHOWN:
+                lines.append(f"  - … {len(self.actions) - _SHOWN} more")
+        lines += [f"- warning: {w}" for w in self.warnings]
+        return "\n".join(lines)
+
+
+def _short(value: Any, width: int = 300) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= width else text[:width - 1] + "…"

@@ -1,0 +1,89 @@
+"""Communities: Louvain with a fixed seed, valid schema, stable ids, read by search end to end."""
+
+from __future__ import annotations
+
+import pytest
+
+from reme_agent.maintenance.communities import assign_ids, stability
+from reme_agent.recall.search import search
+from reme_agent.recall.signals import CommunitiesSignal, load_signal_text
+from tests.maintenance.conftest import VaultFactory, knowledge, maintainer, read_json
+
+ZOO = [f"knowledge/zoo-{i}/zoo-{i}.md" for i in range(4)]
+OPS = [f"knowledge/ops-{i}/ops-{i}.md" for i in range(4)]
+
+
+def clique(paths: list[str], topic: str, strength: int) -> dict[str, str]:
+    notes = {}
+    for i, path in enumerate(paths):
+        links = " ".join(f"[[{p}]]" for p in paths if p != path)
+        notes[path] = knowledge(f"{topic} {i}", f"{'Platypus venom spurs. ' * strength}"
+                                                f"Note {i} about {topic}. {links}")
+    return notes
+
+
+@pytest.fixture
+def vault(make_vault: VaultFactory):
+    notes = {**clique(ZOO, "zoology", 3), **clique(OPS, "operations", 1)}
+    notes[OPS[0]] = notes[OPS[0]].replace("operations.", f"operations. [[{ZOO[0]}]]")  # bridge
+    return make_vault(notes)
+
+
+def test_two_linked_cliques_become_two_communities_with_a_valid_schema(vault) -> None:
+    report = maintainer(vault).run(["communities"])
+    text = (vault.root / "meta/communities.json").read_text(encoding="utf-8")
+    signal = load_signal_text("communities", text)
+    assert isinstance(signal, CommunitiesSignal)
+    assert signal.algorithm == "louvain" and signal.resolution == 1.0
+    comm = signal.communities
+    assert len({comm[p] for p in ZOO}) == 1 and len({comm[p] for p in OPS}) == 1
+    assert comm[ZOO[0]] != comm[OPS[0]]
+    stats = signal.stats
+    assert stats["nodes"] == 8 and stats["edges"] == 13 and stats["communities"] == 2
+    assert stats["modularity"] > 0.3 and stats["stability"] is None
+    assert report.step("communities").found["communities"] == 2
+
+
+def test_a_second_run_keeps_ids_and_reports_full_stability(vault) -> None:
+    maintainer(vault).run(["communities"])
+    first = read_json(vault, "meta/communities.json")
+    maintainer(vault).run(["communities"])
+    second = read_json(vault, "meta/communities.json")
+    assert second["communities"] == first["communities"]
+    assert second["stats"]["stability"] == {"jaccard": 1.0, "kept": 1.0}
+    assert second["stats"]["previous_computed_at"] == first["computed_at"]
+
+
+def test_an_unchanged_graph_reuses_the_partition_and_a_new_link_recomputes_it(vault) -> None:
+    first = maintainer(vault).run(["communities"]).step("communities")
+    assert "reused" not in first.found
+    again = maintainer(vault).run(["communities"]).step("communities")
+    assert again.found["reused"] == 1 and again.found["communities"] == 2
+    path = OPS[1]
+    vault.store.write(path, vault.store.read_text(path) + f"\nAlso [[{ZOO[2]}]].\n")
+    changed = maintainer(vault).run(["communities"]).step("communities")   # indexes first
+    assert "reused" not in changed.found and changed.found["edges"] == 14
+
+
+def test_ids_follow_the_best_overlapping_previous_community() -> None:
+    previous = {"a": 7, "b": 7, "c": 7, "d": 3, "e": 3}
+    groups = [["d", "e", "x"], ["a", "b"], ["c"]]
+    mapping = assign_ids(groups, previous)
+    assert mapping["d"] == mapping["x"] == 3        # kept its id
+    assert mapping["a"] == mapping["b"] == 7
+    assert mapping["c"] == 8                        # a new community: a fresh id
+    stab = stability(mapping, previous)
+    assert stab is not None and 0 < stab["jaccard"] < 1 and stab["kept"] == pytest.approx(4 / 5)
+
+
+def test_search_applies_the_community_factor_to_a_same_community_node(vault) -> None:
+    maintainer(vault).run(["communities"])
+    comm = vault.signals.communities()
+    response = search(vault, "platypus venom spurs", limit=8, expand_depth=0, log_access=False)
+    assert len(response.results) == 8 and not response.warnings
+    seeds = {comm[n.path] for n in response.results[:3]}
+    assert len(seeds) == 1                                     # the top 3 share a community
+    for node in response.results:
+        expected = 1.2 if comm[node.path] in seeds else 1.0    # beta for the seeds' community
+        assert node.factors["community"] == pytest.approx(expected), node.path
+    assert sorted({round(n.factors["community"], 6) for n in response.results}) == [1.0, 1.2]
