@@ -9,12 +9,17 @@ Deleting `.reme/` loses nothing: everything here is derived from the files.
 from __future__ import annotations
 
 import json
+import logging
+import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger("reme_agent.index")
 
 SCHEMA_VERSION = 2
 
@@ -64,7 +69,21 @@ class IndexState:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._lock = threading.RLock()
-        self._db = sqlite3.connect(path, check_same_thread=False, timeout=30)
+        try:
+            self._open()
+        except sqlite3.DatabaseError as exc:
+            # Derived data only: move the broken file aside and rebuild from the vault.
+            self._db.close()
+            aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
+            os.replace(path, aside)
+            for extra in ("-wal", "-shm"):
+                Path(f"{path}{extra}").unlink(missing_ok=True)
+            log.warning("%s is corrupt (%s); moved it to %s and rebuilding the index from "
+                        "the vault", path, exc, aside.name)
+            self._open()
+
+    def _open(self) -> None:
+        self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)

@@ -19,6 +19,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -159,6 +160,7 @@ class FileStore:
             for entry in entries:
                 name = entry.name
                 if name.startswith(".tmp-"):
+                    self._sweep_temp(entry)
                     continue
                 if entry.is_symlink():
                     real = Path(entry.path).resolve()
@@ -175,6 +177,14 @@ class FileStore:
                 except OSError:
                     continue
                 yield self.relpath(Path(entry.path)), st.st_size, st.st_mtime_ns
+
+    @staticmethod
+    def _sweep_temp(entry: os.DirEntry[str], max_age: float = 600.0) -> None:
+        """Remove a temp file a killed writer left behind (only when clearly stale)."""
+        with contextlib.suppress(OSError):
+            if entry.is_file(follow_symlinks=False) and \
+                    time.time() - entry.stat(follow_symlinks=False).st_mtime > max_age:
+                os.unlink(entry.path)
 
     def suggest(self, rel: str, limit: int = 5) -> list[str]:
         """Close matches for a missing path, by file name then whole path."""
