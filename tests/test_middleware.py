@@ -43,7 +43,7 @@ def test_it_injects_loaded_memory_and_logs_the_turn_without_a_model(vault) -> No
 
 def test_memory_is_fresh_per_reply_and_absent_when_the_vault_is_empty(vault, tmp_path) -> None:
     model = ScriptedChatModel([[TextBlock(text="a")], [TextBlock(text="b")]])
-    mw = MemoryMiddleware(vault, sync=False, limit=1)
+    mw = MemoryMiddleware(vault, sync=False, limit=2)
     agent = make_agent(model, mw)
     asyncio.run(agent.reply(UserMsg("user", "JWT key rotation")))
     asyncio.run(agent.reply(UserMsg("user", "fusion method nDCG blend")))
