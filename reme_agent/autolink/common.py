@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from reme_agent.engine.links import Edge, Link, edges_of, missing_edges
-from reme_agent.errors import NoteExists, StampChanged, WriteConflict
-from reme_agent.schema.layout import AUDIT, DAILY, KNOWLEDGE, layer_of, parse_daily_path
+from reme_agent.errors import StampChanged, WriteConflict
+from reme_agent.schema.layout import DAILY, KNOWLEDGE, layer_of, parse_daily_path
 
 if TYPE_CHECKING:
     from reme_agent.vault import Vault
@@ -185,25 +185,9 @@ def source_refusal(path: str, frontmatter: Mapping[str, Any]) -> str | None:
 def append_report(vault: Vault, name: str, title: str, body: str, *,
                   now: _dt.datetime | None = None) -> str:
     """Append `## <time> — <title>` + `body` to `audit/<day>/<name>.md` under CAS; its path."""
-    when = (now or _dt.datetime.now().astimezone()).replace(microsecond=0)
-    path = f"{AUDIT}/{when.date().isoformat()}/{name}.md"
-    entry = f"## {when.isoformat()} — {title.strip()}\n\n{body.strip()}\n"
-    store = vault.store
-    for _ in range(_APPEND_TRIES):
-        if not store.exists(path):
-            try:
-                store.create(path, f"# Audit: {name} ({when.date().isoformat()})\n\n{entry}")
-                return path
-            except NoteExists:
-                continue  # another writer created it first: append instead
-        text, stamp = store.read_stamped(path)
-        sep = "" if text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
-        try:
-            store.write_if_unchanged(path, f"{text}{sep}{entry}", stamp)
-            return path
-        except StampChanged:
-            continue  # another entry landed in between: re-read and append
-    raise WriteConflict(f"Could not append to {path!r}: it kept changing.", "Retry later.")
+    from reme_agent.schema.audit import append_audit
+
+    return append_audit(vault, name, title, body, now=now)
 
 
 def code_span(text: str) -> str:

@@ -227,3 +227,10 @@ def tokenize(text: str) -> list[str]:
             continue
         out.append(stem(tok))
     return out
+
+
+def estimate_tokens(text: str) -> int:
+    """Rough LLM token count: 1 per CJK character + 1 per 4 other non-space characters."""
+    cjk = len(_CJK.findall(text))
+    other = len("".join(text.split())) - cjk
+    return cjk + -(-other // 4)

@@ -21,12 +21,11 @@ character (Han, kana, hangul) plus one per four other non-space characters.
 from __future__ import annotations
 
 import datetime as _dt
-import math
-import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from reme_agent.engine.parser import split_blocks
+from reme_agent.engine.tokenize import estimate_tokens
 from reme_agent.errors import InvalidArgument, ReMeError
 from reme_agent.jobs.base import (
     Placeholders,
@@ -56,14 +55,6 @@ PLACEHOLDERS = Placeholders(
     user_allowed=frozenset({"hint", "today", "flip_note"}))
 FORBIDDEN_TOOLS = frozenset({"delete", "move", "upload", "download", "daily_write"})
 
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
-
-
-def estimate_tokens(text: str) -> int:
-    """Rough token count: 1 per CJK character + 1 per 4 other non-space characters."""
-    cjk = len(_CJK.findall(text))
-    other = sum(1 for ch in text if not ch.isspace()) - cjk
-    return cjk + math.ceil(other / 4)
 
 
 class DistillGuard(Guard):

@@ -30,8 +30,6 @@ refused, the parent gets a cooldown.
 from __future__ import annotations
 
 import logging
-import math
-import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -43,6 +41,7 @@ import numpy as np
 from reme_agent.engine.indexer import note_aliases, note_title
 from reme_agent.engine.links import LinkResolver
 from reme_agent.engine.parser import Block, dump_note, parse_note
+from reme_agent.engine.tokenize import estimate_tokens
 from reme_agent.errors import ConservationViolation, ReMeError, StampChanged, WriteConflict
 from reme_agent.maintenance.kmeans import choose_k
 from reme_agent.maintenance.merge import active_cooldowns, update_cooldowns
@@ -78,15 +77,7 @@ __all__ = [
 ]
 
 SPLIT_ACTIONS = ("split", "split-refused")
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 _REDOS = 3
-
-
-def estimate_tokens(text: str) -> int:
-    """Rough token count: 1 per CJK character + 1 per 4 other non-space characters."""
-    cjk = len(_CJK.findall(text))
-    other = len("".join(text.split())) - cjk   # non-space characters (str.split: isspace)
-    return cjk + math.ceil(other / 4)
 
 
 @dataclass(frozen=True)

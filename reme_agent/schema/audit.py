@@ -20,8 +20,9 @@ _RETRIES = 5
 
 
 def audit_path(name: str, day: _dt.date | None = None) -> str:
-    """`audit/<day>/<name>.md`; `name` must be a slug such as 'refused' or 'health'."""
-    if not is_slug(name):
+    """`audit/<day>/<name>.md`; `name` is a slug ('refused', 'health') or snake_case
+    ('auto_link', the report names of the auto-link design)."""
+    if not (is_slug(name) or is_slug(name.replace("_", "-"))):
         raise InvalidArgument(f"Audit note name {name!r} is not a slug.",
                               f"Use a kebab-case name such as {slugify(name)!r}.")
     return f"{AUDIT}/{(day or _dt.date.today()).isoformat()}/{name}.md"
