@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -181,8 +180,3 @@ def run_py(code: str, *args: str, timeout: float = 120.0) -> subprocess.Complete
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
                           timeout=timeout, env=env, cwd=ROOT, check=False)
-
-
-def copy_vault(src: Path, dest: Path) -> Path:
-    shutil.copytree(src, dest, symlinks=True)
-    return dest
