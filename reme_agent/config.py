@@ -9,6 +9,7 @@ Everything below the composition roots receives plain values as arguments.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -185,11 +186,12 @@ class Settings(_Section):
     autolink: AutoLinkSettings = AutoLinkSettings()
 
 
-def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+def deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """Nested mappings merged key by key; `extra` wins (config layers, prompt overrides)."""
     out = dict(base)
     for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _deep_merge(out[key], value)
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
         else:
             out[key] = value
     return out
@@ -227,11 +229,11 @@ def load_settings(
     """Build Settings with the documented precedence; raise ConfigError naming the bad key."""
     data: dict[str, Any] = {}
     if vault is not None and (vault / ".reme" / "config.yaml").is_file():
-        data = _deep_merge(data, _read_yaml(vault / ".reme" / "config.yaml"))
+        data = deep_merge(data, _read_yaml(vault / ".reme" / "config.yaml"))
     for path in config_files or []:
-        data = _deep_merge(data, _read_yaml(Path(path)))
-    data = _deep_merge(data, _env_overrides(dict(os.environ if environ is None else environ)))
-    data = _deep_merge(data, overrides or {})
+        data = deep_merge(data, _read_yaml(Path(path)))
+    data = deep_merge(data, _env_overrides(dict(os.environ if environ is None else environ)))
+    data = deep_merge(data, overrides or {})
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:

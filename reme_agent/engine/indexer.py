@@ -22,7 +22,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from reme_agent.engine.links import Link, LinkResolver
-from reme_agent.engine.parser import Block, parse_note
+from reme_agent.engine.parser import parse_note
 from reme_agent.engine.projections.graph import GraphProjection
 from reme_agent.engine.projections.keyword import KeywordProjection
 from reme_agent.engine.projections.vector import VectorProjection
@@ -72,11 +72,11 @@ def note_aliases(frontmatter: dict[str, Any]) -> list[str]:
     return names
 
 
-def block_document(title: str, block: Block) -> str:
+def block_document(title: str, text: str) -> str:
     """What gets embedded and BM25-indexed: the block, prefixed by its note's title."""
-    if title and title not in block.text[: len(title) + 4]:
-        return f"{title}\n{block.text}"
-    return block.text
+    if title and title not in text[: len(title) + 4]:
+        return f"{title}\n{text}"
+    return text
 
 
 def block_id(path: str, document: str, occurrence: int) -> str:
@@ -255,7 +255,7 @@ class Indexer:
         blocks: list[BlockRow] = []
         docs: dict[str, str] = {}
         for block in note.blocks:
-            doc = block_document(title, block)
+            doc = block_document(title, block.text)
             occurrence = seen.get(doc, 0)
             seen[doc] = occurrence + 1
             bid = block_id(path, doc, occurrence)
@@ -300,15 +300,9 @@ class Indexer:
         pending = []
         for bid in missing:
             row = rows[bid]
-            doc = self._document_for_row(titles.get(row.path, ""), row)
+            doc = block_document(titles.get(row.path, ""), row.text)
             pending.append((bid, doc, {"path": row.path}))
         return self._embed(pending)
-
-    @staticmethod
-    def _document_for_row(title: str, row: BlockRow) -> str:
-        if title and title not in row.text[: len(title) + 4]:
-            return f"{title}\n{row.text}"
-        return row.text
 
     # -- graph -------------------------------------------------------------------------
     def _update_graph(self, known: dict[str, FileRow], changed: dict[str, FileRow],

@@ -155,14 +155,16 @@ class IndexState:
                 "SELECT * FROM blocks WHERE path=? ORDER BY idx", (path,)).fetchall()
         return [_block_row(r) for r in rows]
 
-    def blocks_by_id(self, ids: Iterable[str]) -> dict[str, BlockRow]:
+    def blocks_by_id(self, ids: Iterable[str], with_tokens: bool = False) -> dict[str, BlockRow]:
+        """Rows by id; tokens are decoded only on request (search never needs them)."""
         wanted = list(dict.fromkeys(ids))
+        cols = "*" if with_tokens else "id, path, idx, start_line, end_line, hash, heading, text, '[]'"
         out: dict[str, BlockRow] = {}
         with self._lock:
             for start in range(0, len(wanted), 500):
                 chunk = wanted[start:start + 500]
                 marks = ",".join("?" * len(chunk))
-                for r in self._db.execute(f"SELECT * FROM blocks WHERE id IN ({marks})", chunk):
+                for r in self._db.execute(f"SELECT {cols} FROM blocks WHERE id IN ({marks})", chunk):
                     out[r[0]] = _block_row(r)
         return out
 

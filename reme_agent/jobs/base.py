@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import yaml
 from pydantic import BaseModel
 
+from reme_agent.config import deep_merge
 from reme_agent.errors import ConfigError, ReMeError
 from reme_agent.jobs.models import backoff_middleware, build_chat_model
 from reme_agent.toolkit.registry import BY_NAME
@@ -89,7 +90,7 @@ def load_prompt(job: str, language: str = "en", override: PromptOverride = None,
     except FileNotFoundError:
         raise ConfigError(f"No prompt for job {job!r} (reme_agent/prompts/{job}.yaml).") from None
     if override is not None:
-        data = _merge(data, _override_data(override))
+        data = deep_merge(data, _override_data(override))
     where = f"prompt of the {job} job"
     texts = data.get(language) or {}
     if not isinstance(texts, dict) or not texts.get("system") or not texts.get("user"):
@@ -128,16 +129,6 @@ def _override_data(override: str | Path | Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"The prompt override {path} must be a mapping.")
     return data
-
-
-def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in extra.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = value
-    return out
 
 
 def _check_template(where: str, part: str, template: str, required: frozenset[str],
