@@ -462,13 +462,15 @@ class LinkResolver:
     path's tail) is the target, else the unique note with that alias or title; 5 None
     (dangling). Ambiguity at tier 4 resolves to None and `ambiguous` lists the candidates.
     A leading ``/`` or ``./`` is accepted; ``./x`` and ``../x`` are first tried against the
-    source note's folder, and a target that would leave the vault never resolves.
+    source note's folder, and a target that would leave the vault never resolves. Tiers 1-3
+    match the path as written, then its NFC form only when one file has it, so NFC/NFD twins
+    (``é.md`` twice) resolve the same in every process, whatever the file order.
     """
 
     def __init__(self, paths: Iterable[str],
                  aliases: Mapping[str, Iterable[str]] | None = None) -> None:
         self._paths: set[str] = set()
-        self._exact: dict[str, str] = {}  # NFC path -> path as given
+        self._exact: dict[str, set[str]] = {}  # NFC path -> paths as given (NFC/NFD twins)
         self._key: dict[str, str] = {}  # path -> casefolded NFC path without '.md'
         self._names: dict[str, set[str]] = {}  # last segment of the key -> paths
         self._alias_paths: dict[str, set[str]] = {}  # casefolded alias -> paths
@@ -487,7 +489,7 @@ class LinkResolver:
         if path in self._paths:
             self.remove(path)
         self._paths.add(path)
-        self._exact[_nfc(path)] = path
+        self._exact.setdefault(_nfc(path), set()).add(path)
         key = _path_key(path)
         self._key[path] = key
         self._names.setdefault(key.rsplit("/", 1)[-1], set()).add(path)
@@ -508,8 +510,7 @@ class LinkResolver:
         if path not in self._paths:
             return
         self._paths.discard(path)
-        if self._exact.get(_nfc(path)) == path:
-            del self._exact[_nfc(path)]
+        _discard(self._exact, _nfc(path), path)  # a Unicode twin keeps its own entry
         key = self._key.pop(path)
         _discard(self._names, key.rsplit("/", 1)[-1], path)
         for a in self._aliases_of.pop(path, []):
@@ -524,11 +525,13 @@ class LinkResolver:
         return self._lookup(target, None)[1]
 
     def _lookup(self, target: str, source: str | None) -> tuple[str | None, list[str]]:
-        t = _nfc(target.strip().replace("\\", "/"))
+        # Paths keep the target's own Unicode form, so `_direct` can try the exact file name
+        # before its NFC twin; the fuzzy tier compares NFC forms.
+        t = target.strip().replace("\\", "/")
         if not t:
             return None, []
         if source is not None and t.startswith(("./", "../")):
-            folder = posixpath.dirname(_nfc(source.strip().replace("\\", "/")).lstrip("/"))
+            folder = posixpath.dirname(source.strip().replace("\\", "/").lstrip("/"))
             joined = posixpath.normpath(posixpath.join(folder, t))
             if _escapes(joined):
                 return None, []
@@ -546,15 +549,19 @@ class LinkResolver:
         hit = self._direct(norm)
         if hit:
             return hit, []
-        return self._fuzzy(norm, t)
+        return self._fuzzy(_nfc(norm), _nfc(t))
 
     def _direct(self, p: str) -> str | None:
+        """Tiers 1-3. Each candidate is tried as written, then by its NFC form, which counts
+        only when one file has it: NFC/NFD twins (`é.md` twice) never resolve by file order."""
         stem = p[:-3] if p.endswith(".md") else p
         for cand in (p, p + ".md", f"{p}/{posixpath.basename(p)}.md",
                      f"{stem}/{posixpath.basename(stem)}.md"):
-            hit = self._exact.get(cand)
-            if hit is not None:
-                return hit
+            if cand in self._paths:
+                return cand
+            twins = self._exact.get(_nfc(cand))
+            if twins is not None and len(twins) == 1:
+                return next(iter(twins))
         return None
 
     def _fuzzy(self, norm: str, raw: str) -> tuple[str | None, list[str]]:

@@ -1,9 +1,10 @@
 """File store over a vault folder: the single source of truth (DESIGN §1, §5).
 
 Every path is vault-relative and POSIX-style. `..`, absolute paths, Windows drive paths and
-symlinks leading outside the vault are refused. Writes go to a temp file in the same folder,
-are fsynced and renamed over the target, so a crash leaves the old or the new file, never a
-torn one. CAS (`read_stamped` / `write_if_unchanged`) compares a sha256 stamp of the bytes
+symlinks leading outside the vault are refused, and so is text that cannot be a file name
+(a lone surrogate, a name over 255 bytes), so the OS never raises past the store. Writes go
+to a temp file in the same folder, are fsynced and renamed (or, for a create, hard-linked)
+onto the target, so a crash leaves the old or the new file, never a torn one. CAS (`read_stamped` / `write_if_unchanged`) compares a sha256 stamp of the bytes
 under a per-file lock, so concurrent writers (threads or processes) never lose an update.
 
 This is the only module that opens vault files for writing.
@@ -13,9 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import errno
 import fcntl
 import fnmatch
 import hashlib
+import logging
 import os
 import shutil
 import tempfile
@@ -28,6 +31,11 @@ from reme_agent.errors import NoteExists, NoteNotFound, NotText, PathEscape, Sta
 
 INTERNAL_DIR = ".reme"
 DEFAULT_IGNORED = (INTERNAL_DIR, ".git", ".obsidian", ".trash")
+NAME_MAX = 255  # bytes in one file or folder name (ext4, APFS, NTFS in UTF-16 units)
+PATH_MAX = 4096  # bytes in a whole absolute path (Linux)
+NOT_UTF8_NAME = "the file name is not valid UTF-8; rename it"
+
+log = logging.getLogger("reme_agent.store")
 
 
 def stamp_of(data: bytes) -> str:
@@ -62,6 +70,11 @@ class FileStore:
         raw = rel.strip().replace("\\", "/")
         if "\x00" in raw:
             raise PathEscape(rel, "it contains a NUL byte")
+        try:
+            size = len(raw.encode("utf-8"))
+        except UnicodeEncodeError:  # a lone surrogate: valid in JSON, not in a file name
+            raise PathEscape(printable(rel), "it is not valid Unicode text (a lone "
+                             "surrogate such as \\ud800)") from None
         if raw.startswith("/") or (len(raw) > 1 and raw[1] == ":"):
             raise PathEscape(rel, "absolute paths are not allowed")
         parts = [p for p in PurePosixPath(raw).parts if p not in ("", ".")]
@@ -71,16 +84,40 @@ class FileStore:
             raise PathEscape(rel, "the path names the vault itself")
         if parts[0] == INTERNAL_DIR:
             raise PathEscape(rel, f"{INTERNAL_DIR}/ holds the index, not notes")
+        long = next((p for p in parts if len(p.encode("utf-8")) > NAME_MAX), None)
+        if long is not None:
+            raise PathEscape(_shorten(rel), f"the name {_shorten(long)!r} is over {NAME_MAX} "
+                             "bytes, the file-system limit")
+        if size + len(os.fsencode(self.root)) + 1 >= PATH_MAX:
+            raise PathEscape(_shorten(rel), f"the path is over the {PATH_MAX}-byte "
+                             "file-system limit")
         return "/".join(parts)
 
     def resolve(self, rel: str) -> Path:
         """Absolute path for a vault-relative one; symlinks leading outside are refused."""
         norm = self.normalize(rel)
         target = self.root / norm
-        real = target.resolve()
-        if real != self.root and self.root not in real.parents:
+        try:
+            real = target.resolve()
+        except (OSError, RuntimeError) as exc:  # a symlink loop, a name the OS refuses
+            # strerror only: the exception's own text names the absolute vault path.
+            reason = getattr(exc, "strerror", None) or "a symlink loop"
+            raise PathEscape(norm, f"it cannot be resolved ({reason})") from None
+        if not self._inside(real):
             raise PathEscape(rel, "it resolves (through a symlink) outside the vault")
         return target
+
+    def _inside(self, real: Path) -> bool:
+        return real == self.root or self.root in real.parents
+
+    def _leads_outside(self, entry: os.DirEntry[str]) -> bool:
+        """A symlink whose target is outside the vault (never listed, indexed or followed)."""
+        if not entry.is_symlink():
+            return False
+        try:
+            return not self._inside(Path(entry.path).resolve())
+        except (OSError, RuntimeError):
+            return True
 
     def relpath(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
@@ -125,30 +162,56 @@ class FileStore:
                         stamp_of(path.read_bytes()))
 
     def list(self, prefix: str = "", recursive: bool = True, pattern: str | None = None) -> list[str]:
-        """Files under `prefix` (vault-relative, sorted), skipping internal folders."""
+        """Files under `prefix` (vault-relative, sorted), skipping internal folders.
+
+        Every listed path can be read: symlinks leading outside the vault and names that are
+        not UTF-8 are left out (one such file must not break `list`, lint or tags for all).
+        Symlinked folders are not followed.
+        """
         base = self.resolve(prefix) if prefix else self.root
         if not base.exists():
             return []
         if base.is_file():
             return [self.relpath(base)]
         out: list[str] = []
-        for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
-            dirnames[:] = sorted(d for d in dirnames if d not in self.ignored and not d.startswith(".tmp-"))
-            if not recursive:
-                dirnames[:] = []
-            for name in filenames:
-                if name.startswith(".tmp-"):
+        stack = [base]
+        while stack:
+            folder = stack.pop()
+            try:
+                entries = list(os.scandir(folder))
+            except OSError:
+                continue
+            for entry in entries:
+                name = entry.name
+                if name.startswith(".tmp-") or self._leads_outside(entry):
                     continue
-                rel = self.relpath(Path(dirpath) / name)
+                try:
+                    is_dir = entry.is_dir()
+                except OSError:
+                    continue
+                if is_dir and name in self.ignored:
+                    continue
+                if not is_utf8(name):
+                    log.warning("skipped %s: %s", _shown(entry.path, self.root), NOT_UTF8_NAME)
+                    continue
+                if is_dir:
+                    if recursive and not entry.is_symlink():
+                        stack.append(Path(entry.path))
+                    continue
+                rel = self.relpath(Path(entry.path))
                 if pattern and not (fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(name, pattern)):
                     continue
                 out.append(rel)
         return sorted(out)
 
-    def scan(self, extensions: tuple[str, ...]) -> Iterator[tuple[str, int, int]]:
+    def scan(self, extensions: tuple[str, ...],
+             skipped: list[tuple[str, str]] | None = None) -> Iterator[tuple[str, int, int]]:
         """(path, size, mtime_ns) of every file with one of `extensions`, in one fast walk.
 
         Uses scandir's cached stat; symlinks are followed only when they stay in the vault.
+        A note or folder whose name is not UTF-8 cannot become a path, so it is skipped (not
+        fatal): with `skipped`, (printable path, reason) is appended there for the caller's
+        report (filled as the generator runs) and the caller logs it; else it is logged here.
         """
         stack = [self.root]
         while stack:
@@ -162,15 +225,25 @@ class FileStore:
                 if name.startswith(".tmp-"):
                     self._sweep_temp(entry)
                     continue
-                if entry.is_symlink():
-                    real = Path(entry.path).resolve()
-                    if real != self.root and self.root not in real.parents:
-                        continue
-                if entry.is_dir():
-                    if name not in self.ignored:
-                        stack.append(Path(entry.path))
+                if self._leads_outside(entry):
                     continue
-                if not name.lower().endswith(extensions):
+                try:
+                    is_dir = entry.is_dir()
+                except OSError:
+                    continue
+                if is_dir and name in self.ignored:
+                    continue
+                if not is_dir and not name.lower().endswith(extensions):
+                    continue
+                if not is_utf8(name):
+                    shown = _shown(entry.path, self.root)
+                    if skipped is None:
+                        log.warning("skipped %s: %s", shown, NOT_UTF8_NAME)
+                    else:
+                        skipped.append((shown, NOT_UTF8_NAME))
+                    continue
+                if is_dir:
+                    stack.append(Path(entry.path))
                     continue
                 try:
                     st = entry.stat()
@@ -223,23 +296,46 @@ class FileStore:
             return self._atomic_write(self.resolve(rel), data)
 
     def create(self, rel: str, text: str) -> str:
-        """Create a new file with O_EXCL; NoteExists if it is already there (a lost race)."""
+        """Create a new file; NoteExists if it is already there (a lost race).
+
+        The bytes go to a fsynced temp file first, then `os.link` puts it at the path: atomic,
+        and it refuses an existing path like O_EXCL. So a crash leaves no note or the whole
+        note (a stale temp file is swept by `scan`), never a torn one a retry can't replace.
+        """
         path = self.resolve(rel)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        norm = self.normalize(rel)
         data = text.encode("utf-8")
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError as exc:
-            raise NoteExists(self.normalize(rel)) from exc
+        if os.path.lexists(path):
+            raise NoteExists(norm)  # cheap early refusal; the link below is the real check
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
-        except BaseException:
-            path.unlink(missing_ok=True)
-            raise
+            os.chmod(tmp, 0o644)
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                raise NoteExists(norm) from None
+            except OSError as exc:
+                if exc.errno not in _NO_HARD_LINKS:
+                    raise
+                self._create_without_link(rel, norm, path, tmp)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        _fsync_dir(path.parent)
         return stamp_of(data)
+
+    def _create_without_link(self, rel: str, norm: str, path: Path, tmp: str) -> None:
+        """For file systems without hard links: rename under the per-file lock that every
+        store writer takes, after checking the path is still free."""
+        with self.lock(rel):
+            if os.path.lexists(path):
+                raise NoteExists(norm)
+            os.replace(tmp, path)
 
     def write_if_unchanged(self, rel: str, text: str, stamp: str | None) -> str:
         """CAS write: replace only if the file still has `stamp` (None = must not exist yet)."""
@@ -304,6 +400,34 @@ class FileStore:
             except OSError:
                 return
             folder = folder.parent
+
+
+def printable(text: str) -> str:
+    """`text` with lone surrogates shown as escapes, so a message about it can be encoded."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def is_utf8(name: str) -> bool:
+    """False for a name the OS gave back with undecodable bytes (surrogate escapes)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _shown(path: str, root: Path) -> str:
+    """A vault-relative path with undecodable bytes shown as escapes, e.g. 'caf\\xe9/n.md'."""
+    rel = os.path.relpath(path, root)
+    return os.fsencode(rel).decode("utf-8", "backslashreplace").replace(os.sep, "/")
+
+
+def _shorten(text: str, limit: int = 60) -> str:
+    text = printable(text)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+_NO_HARD_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.EXDEV}
 
 
 def decode_text(data: bytes, path: str = "") -> str:

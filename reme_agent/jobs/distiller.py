@@ -43,7 +43,6 @@ from reme_agent.schema.layout import KNOWLEDGE, parse_daily_path
 from reme_agent.toolkit.common import split_raw
 from reme_agent.toolkit.daily import daily_read, daily_status, summary_path
 from reme_agent.toolkit.lint import lint_schema
-from reme_agent.toolkit.notes import read_note
 
 if TYPE_CHECKING:
     from reme_agent.vault import Vault
@@ -116,7 +115,8 @@ class DistillGuard(Guard):
         if not path.startswith(KNOWLEDGE + "/"):
             return
         try:
-            body = split_raw(read_note(self.vault, path)["text"], path)[2]
+            # the whole note: `read` pages notes over its cap
+            body = split_raw(self.vault.store.read_stamped(path)[0], path)[2]
         except ReMeError:
             return
         tokens = estimate_tokens(body)

@@ -49,7 +49,6 @@ from reme_agent.jobs.queue import JobQueue, QueueItem
 from reme_agent.schema.audit import append_audit
 from reme_agent.schema.layout import daily_path
 from reme_agent.toolkit.common import VaultScan, split_raw
-from reme_agent.toolkit.notes import read_note
 from reme_agent.toolkit.results import ToolResult
 
 if TYPE_CHECKING:
@@ -371,7 +370,7 @@ class Guard:
     def record_links(self, path: str, old_text: str | None) -> None:
         """Edges the write added: new (target, predicate) pairs not in the old body."""
         try:
-            new_text = read_note(self.vault, path)["text"]
+            new_text = self.vault.store.read_stamped(path)[0]
         except ReMeError:
             return
         old_body = split_raw(old_text, path)[2] if old_text else ""
@@ -425,12 +424,12 @@ class Guard:
         return norm_path(raw)
 
     def current(self, path: str) -> tuple[str, str] | None:
-        """(text, stamp) of the note now, through the read tool; None when it does not exist."""
+        """(text, stamp) of the whole note now (not the `read` tool, which pages notes over
+        its cap: merging into one page would drop the rest); None when it does not exist."""
         try:
-            data = read_note(self.vault, path)
+            return self.vault.store.read_stamped(path)
         except NoteNotFound:
             return None
-        return data["text"], data["stamp"]
 
     def resolver(self, path: str) -> Callable[[str], str | None]:
         scan = VaultScan(self.vault)

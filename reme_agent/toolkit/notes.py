@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from reme_agent.vault import Vault
 
 _CAS_TRIES = 3
+READ_MAX_CHARS = 200_000
+"""Most text one `read` returns (~50k tokens): a huge note comes a page at a time."""
 
 
 # -- read ---------------------------------------------------------------------------------
@@ -74,6 +76,8 @@ def read_note(vault: Vault, path: str, start_line: int | None = None,
               end_line: int | None = None) -> ToolResult:
     """Read a note, or a range of its lines, with the stamp needed to write it back.
 
+    A very long note comes in pages: the answer then says truncated and gives next_start_line.
+
     Args:
         path: Vault-relative path, e.g. "knowledge/bm25/bm25.md".
         start_line: First line to return (1-based, inclusive); omit for the start.
@@ -85,12 +89,25 @@ def read_note(vault: Vault, path: str, start_line: int | None = None,
     if text.endswith("\n"):
         lines = lines[:-1]
     first, last = _line_range(start_line, end_line, len(lines))
-    part = "\n".join(lines[first - 1:last]) if lines else ""
     whole = first == 1 and last >= len(lines)
-    data = {"path": norm, "stamp": stamp, "text": text if whole else part, "start_line": first,
-            "end_line": last, "total_lines": len(lines)}
+    if whole and len(text) <= READ_MAX_CHARS:
+        part, truncated, cut = text, False, False
+    else:
+        wanted = last
+        part, last, cut = _page(lines, first, wanted)
+        truncated = cut or last < wanted
+    data: dict[str, Any] = {"path": norm, "stamp": stamp, "text": part, "start_line": first,
+                            "end_line": last, "total_lines": len(lines)}
     head = f"[{norm} | lines {first}-{last} of {len(lines)} | stamp {stamp}]"
-    return ToolResult(data, f"{head}\n{data['text']}")
+    if truncated:
+        nxt = last + 1 if last < len(lines) else None
+        data |= {"truncated": True, "next_start_line": nxt}
+        size = len(text.encode("utf-8")) / 1e6
+        shown = f"line {last} cut at {READ_MAX_CHARS} characters" if cut else \
+            f"showing lines {first}-{last}"
+        more = f"pass start_line={nxt} to read on" if nxt else "no lines follow"
+        head += f"\n[truncated: note is {size:.1f} MB; {shown}; {more}]"
+    return ToolResult(data, f"{head}\n{part}")
 
 
 @tool
@@ -304,6 +321,21 @@ def _list_text(base: str, items: list[dict[str, Any]], total: int) -> str:
 def _check_limit(limit: int, top: int) -> None:
     if not 1 <= limit <= top:
         raise InvalidArgument(f"limit must be between 1 and {top}, got {limit}.")
+
+
+def _page(lines: list[str], first: int, last: int) -> tuple[str, int, bool]:
+    """Lines first..last that fit in READ_MAX_CHARS: (text, last line shown, line cut).
+
+    At least one line is returned; a single line longer than the cap is cut (the flag says so).
+    """
+    budget = READ_MAX_CHARS
+    end = first - 1
+    while end < last and len(lines[end]) + (end >= first) <= budget:
+        budget -= len(lines[end]) + (end >= first)  # + the newline joining it to the line before
+        end += 1
+    if end < first and last >= first:
+        return lines[first - 1][:READ_MAX_CHARS], first, True
+    return "\n".join(lines[first - 1:end]), end, False
 
 
 def _line_range(start: int | None, end: int | None, total: int) -> tuple[int, int]:

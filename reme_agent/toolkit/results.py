@@ -3,7 +3,9 @@
 A tool answers twice from one value: `ToolResult` *is* a dict (the data Python callers and
 `--json` get) and carries `.text` (what the model reads). `@tool` validates the arguments
 against the type hints before the body runs, so a wrong type from any face (model, CLI,
-Python) becomes an `InvalidArgument` naming the parameter, and nothing is touched.
+Python) becomes an `InvalidArgument` naming the parameter, and nothing is touched. Text that
+cannot be UTF-8 (a lone surrogate, which JSON allows as "\\ud800") is refused the same way,
+before it can reach a file name or a file.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ def tool(fn: F) -> F:
         for name in names:
             if name in bound.arguments:
                 bound.arguments[name] = _check(name, adapters[name], bound.arguments[name])
+                _check_unicode(name, bound.arguments[name])
         return fn(*bound.args, **bound.kwargs)
 
     return checked  # type: ignore[return-value]
@@ -79,6 +82,26 @@ def _check(name: str, adapter: TypeAdapter[Any], value: Any) -> Any:
         raise InvalidArgument(f"Argument {name!r} has a wrong value {shown}: "
                               f"{exc.errors()[0]['msg']}.",
                               f"Expected {describe(adapter.json_schema())}.") from None
+
+
+def _check_unicode(name: str, value: Any) -> None:
+    """InvalidArgument if any text in `value` (keys included) does not encode to UTF-8."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise InvalidArgument(
+                    f"Argument {name!r} has text that is not valid Unicode: a lone surrogate "
+                    f"({item[exc.start]!r}) at character {exc.start}.",
+                    "Send the text as valid UTF-8 (no unpaired \\ud800-\\udfff escapes).") from None
+        elif isinstance(item, Mapping):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            stack.extend(item)
 
 
 def describe(schema: Mapping[str, Any]) -> str:
