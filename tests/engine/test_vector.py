@@ -213,7 +213,7 @@ def test_http_client_against_a_real_chroma_server(tmp_path: Path) -> None:
 
 def test_http_client_unreachable_server_is_a_backend_error() -> None:
     with pytest.raises(BackendError, match="Cannot reach the chroma server"):
-        http_client("127.0.0.1", _free_port())
+        http_client("127.0.0.1", _free_port(), connect_timeout=0.5)
 
 
 def test_embeddings_returns_stored_vectors(tmp_path: Path) -> None:

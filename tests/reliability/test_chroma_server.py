@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from reme_agent.config import Settings
 from reme_agent.engine.embedders import HashEmbedder
 from reme_agent.engine.projections.vector import VectorProjection, http_client
-from reme_agent.errors import BackendError
+from reme_agent.errors import BackendError, ConfigError
 from reme_agent.recall.search import search, search_blocks
 from reme_agent.toolkit.agentscope import build_toolkit
 from reme_agent.vault import open_vault
@@ -149,7 +150,7 @@ def test_server_down_writes_still_succeed_and_the_index_catches_up(tmp_path: Pat
 def test_unreachable_server_is_a_clear_backend_error() -> None:
     port = free_port()
     with pytest.raises(BackendError, match=r"Cannot reach the chroma server.*chroma run"):
-        http_client("127.0.0.1", port)
+        http_client("127.0.0.1", port, connect_timeout=0.5)
 
 
 def test_opening_a_vault_on_a_dead_server_fails_clearly_and_recovers(tmp_path: Path) -> None:
@@ -166,8 +167,6 @@ def test_opening_a_vault_on_a_dead_server_fails_clearly_and_recovers(tmp_path: P
         server.stop()
 
 
-@pytest.mark.xfail(strict=True, reason="BUG-6: http_client does not retry while the server "
-                   "starts; see docs/reliability.md 'Known gaps'")
 def test_http_client_retries_with_backoff_while_the_server_starts(tmp_path: Path) -> None:
     server = ChromaServer(tmp_path / "srv")
     timer = threading.Timer(1.0, server.start, kwargs={"wait": False})
@@ -180,8 +179,6 @@ def test_http_client_retries_with_backoff_while_the_server_starts(tmp_path: Path
         server.stop()
 
 
-@pytest.mark.xfail(strict=True, reason="BUG-5: after a failed embed the in-memory graph "
-                   "misses the changed note until the process restarts")
 def test_graph_is_right_after_a_run_that_failed_on_the_vector_server(tmp_path: Path) -> None:
     server = ChromaServer(tmp_path / "srv").start()
     try:
@@ -204,19 +201,44 @@ def test_graph_is_right_after_a_run_that_failed_on_the_vector_server(tmp_path: P
         server.stop()
 
 
-@pytest.mark.xfail(strict=True, reason="BUG-13: two vaults on one chroma server with the "
-                   "default collection prefix share a collection and delete each other's "
-                   "vectors on every index run")
 def test_two_vaults_on_one_server_keep_their_own_vectors(tmp_path: Path,
                                                          chroma_server: ChromaServer) -> None:
-    settings = http_settings(chroma_server, prefix=f"shared{uuid.uuid4().hex[:6]}")
+    """BUG-13: with the default prefix each vault gets `reme-<vault id[:8]>-<embedder>`."""
+    settings = Settings(embedder={"name": "hash"}, index={"progress": False},
+                        vector={"backend": "http", "host": chroma_server.host,
+                                "port": chroma_server.port})
     a = make_vault(tmp_path / "a", settings=settings)
     b = make_vault(tmp_path / "b", {"knowledge/zebra/zebra.md": "# Zebra\n\nzebra stripes\n"},
                    settings=settings)
     try:
+        a_id = (a.internal / "vault-id").read_text(encoding="utf-8").strip()
+        assert a.vector.name == f"reme-{a_id[:8]}-{a.embedder.id}" != b.vector.name
         assert a.index().embedded == 0  # nothing changed in vault a
         assert b.index().embedded == 0
         assert a.vector.count() == a.state.counts()[1]
+        assert b.vector.count() == b.state.counts()[1]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_second_vault_on_a_shared_prefix_is_refused(tmp_path: Path,
+                                                     chroma_server: ChromaServer) -> None:
+    """BUG-13: an explicit prefix two vaults share is refused, never silently shared."""
+    settings = http_settings(chroma_server, prefix=f"shared{uuid.uuid4().hex[:6]}")
+    a = make_vault(tmp_path / "a", settings=settings)
+    b = make_vault(tmp_path / "b", {"knowledge/zebra/zebra.md": "# Zebra\n\nzebra stripes\n"},
+                   settings=settings, index=False)
+    try:
+        with pytest.raises(ConfigError, match="belongs to another vault") as info:
+            b.index()
+        assert "collection_prefix" in str(info.value)
+        assert a.index().embedded == 0  # vault a's vectors are untouched
+        assert a.vector.count() == a.state.counts()[1]
+        # The same vault from another handle (same .reme/vault-id) is of course accepted.
+        again = open_vault(a.root, settings)
+        assert again.vector.count() == a.state.counts()[1]
+        again.close()
     finally:
         a.close()
         b.close()

@@ -108,17 +108,18 @@ def test_kill_9_at_random_points_never_tears_a_file(tmp_path: Path) -> None:
         assert (root / "n.md").read_text(encoding="utf-8") in versions
 
 
-@pytest.mark.xfail(strict=True, reason="BUG-1: FileStore.create writes in place, so a kill "
-                   "mid-create leaves a torn new note")
 def test_kill_9_mid_create_leaves_no_file_or_the_whole_file(tmp_path: Path) -> None:
     root = tmp_path / "v"
     root.mkdir()
     rel = "knowledge/new/new.md"
     (root / "knowledge/new").mkdir(parents=True)
-    _kill_mid_write(root, rel, "create",
-                    watch=[root / rel, *(root / "knowledge/new").glob(".tmp-*")])
+    _kill_mid_write(root, rel, "create")  # killed once bytes reach the temp file
     target = root / rel
     assert not target.exists() or target.stat().st_size == BIG // 28 * 28
+    # The retry the torn file used to block now succeeds.
+    if not target.exists():
+        FileStore(root).create(rel, "# New\n\nwritten on the retry\n")
+        assert target.read_text(encoding="utf-8").endswith("written on the retry\n")
 
 
 def test_orphaned_temp_files_are_swept_by_the_next_index_run(vault: Vault) -> None:
@@ -218,8 +219,6 @@ def test_garbage_in_index_sqlite_gives_one_clear_cli_line_not_a_traceback(
         assert err.count("\n") == 1 and "not a database" in err
 
 
-@pytest.mark.xfail(strict=True, reason="BUG-4: a corrupt chroma store is reported but not "
-                   "rebuilt, and chroma caches the broken system for the process")
 def test_garbage_in_the_chroma_store_is_detected_and_rebuilt(
         vault: Vault, caplog: pytest.LogCaptureFixture) -> None:
     vault.close()

@@ -3,7 +3,8 @@
 docs/reliability.md states what is safe; these tests hold it to that: two indexer processes
 started together serialise on `.reme/index.lock` and leave consistent projections, and a
 reader process picks up another process's index run (BM25 and graph from the state's
-generation; vectors: see BUG-12, use the chroma server backend for many processes).
+generation; embedded vectors by reopening chroma, BUG-12), and processes opening a fresh
+vault together take turns on `.reme/chroma.lock` (BUG-14).
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-
-import pytest
 
 from reme_agent.recall.search import search_blocks
 from reme_agent.vault import Vault, open_vault
@@ -39,7 +38,7 @@ def test_two_indexer_processes_serialise_and_agree(tmp_path: Path) -> None:
 
     root = tmp_path / "v"
     generate_vault(root, 40)
-    first = open_vault(root, HASH)  # create the stores first: a fresh-store race is BUG-14
+    first = open_vault(root, HASH)  # stores first, so both runs start on equal terms
     first.vector.count()
     first.close()
     env = {"PYTHONPATH": str(ROOT)}
@@ -64,9 +63,6 @@ open_vault(sys.argv[1], Settings(embedder={"name": "hash"})).vector.count()
 """
 
 
-@pytest.mark.xfail(strict=False, reason="BUG-14: processes opening a fresh vault together race "
-                   "on chroma's SQLite migrations ('table collections already exists', "
-                   "'database is locked'); fails about half the attempts, so not strict")
 def test_processes_opening_a_fresh_vault_together_all_succeed(tmp_path: Path) -> None:
     for attempt in range(4):
         root = tmp_path / f"v{attempt}"
@@ -93,9 +89,6 @@ def test_a_reader_process_picks_up_another_processs_bm25_and_graph(vault: Vault)
         ("knowledge/quokka/quokka.md", None)]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG-12: an embedded chroma client keeps its in-process "
-                   "segment state: after another process indexes, search fails with "
-                   "'Error finding id' and vector queries miss the new blocks")
 def test_embedded_reader_searches_after_another_process_indexed(vault: Vault) -> None:
     search_blocks(vault, "warm up", 1)  # the vector segment is now loaded in this process
     write(vault.root, "knowledge/platypus/platypus.md", "# Platypus\n\nplatypus egg laying\n")

@@ -14,13 +14,30 @@ Decisions, and why:
 - **Cosine space**; query results are ``(id, cosine similarity)``, best first.
 - **Lazy chromadb import** (0.6-2 s): CLI paths that never touch vectors do not pay it.
 - chroma failures surface as ``BackendError`` with the operation and collection named.
+- **The embedded store is opened under ``<store>.lock``** (``flock``): chroma runs its SQLite
+  migrations on first open, and processes opening a fresh vault together otherwise race on
+  them (BUG-14). A store whose SQLite file is damaged can be moved aside and recreated
+  (``rebuild_if_corrupt``); the indexer re-embeds the vault into it (BUG-4).
+- **chroma caches one ``System`` per path per process** (``SharedSystemClient``); a failed
+  open leaves a broken one behind, and a live one keeps segment state that another process's
+  writes make stale. We drop that entry on failure, :meth:`VectorProjection.close` and
+  :meth:`VectorProjection.reopen` (BUG-12).
+- **HTTP:** connecting retries with backoff while a server starts; data calls retry twice on
+  transport errors, and not at all for a while after the server was found down, so a write
+  never waits long for a dead projection (BUG-6).
+- **One vault per collection:** a ``vault_id`` is stored in the collection metadata and
+  checked on open, so two vaults never share (and wipe) one collection (BUG-13).
 """
 
 from __future__ import annotations
 
+import fcntl
+import logging
 import os
 import re
+import sqlite3
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -32,7 +49,9 @@ import numpy as np
 from reme_agent.engine.embedders import Embedder, make_embedder
 from reme_agent.errors import BackendError, ConfigError, ReMeError
 
-__all__ = ["EF_NAME", "VectorProjection", "http_client"]
+__all__ = ["EF_NAME", "STORE_LOCK_TIMEOUT", "VectorProjection", "http_client"]
+
+log = logging.getLogger("reme_agent")
 
 EF_NAME = "reme-agent"
 """Name under which our embedding function is registered with chroma (persisted in configs)."""
@@ -44,6 +63,13 @@ _NAME_RE = re.compile(r"^[a-zA-Z0-9._-]{3,512}$")
 _LIVE: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
 _EF_CLASS: type | None = None
 _EF_LOCK = threading.Lock()
+
+STORE_LOCK_TIMEOUT = 60.0
+"""Seconds to wait for another process to finish opening/creating the embedded store."""
+HTTP_RETRY_WAITS = (0.5, 1.5)
+"""Sleeps between the (at most two) retries of an HTTP data call: about 2 s in all."""
+HTTP_DOWN_SECONDS = 30.0
+"""After the server was found down, data calls fail at once (no retries) for this long."""
 
 
 def _chromadb() -> Any:
@@ -113,25 +139,155 @@ def _ef_class() -> type:
         return _EF_CLASS
 
 
-def http_client(host: str, port: int, *, ssl: bool = False, headers: dict | None = None) -> Any:
-    """A chromadb ``HttpClient`` to a chroma server, telemetry off, for ``client=``."""
+def _is_transport_error(exc: BaseException) -> bool:
+    """True if ``exc`` or what it was raised from is an httpx transport error (refused,
+    reset, timeout): chroma re-raises some of those as ``ValueError``."""
+    import httpx
+
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        if isinstance(e, httpx.TransportError):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def _unreachable_hint(host: str, port: int | str) -> str:
+    return (f"Start the chroma server on {host}:{port} (`chroma run --path DIR --host {host} "
+            f"--port {port}`), check vector.host/vector.port, or set vector.backend to "
+            "'embedded' to use the store inside the vault.")
+
+
+def http_client(host: str, port: int, *, ssl: bool = False, headers: dict | None = None,
+                connect_timeout: float = 10.0) -> Any:
+    """A chromadb ``HttpClient`` to a chroma server, telemetry off, for ``client=``.
+
+    Connection errors are retried with exponential backoff for up to ``connect_timeout``
+    seconds, so a server that is still starting (a service manager, a test fixture) is
+    waited for instead of failing the first call.
+    """
     chromadb = _chromadb()
     from chromadb.config import Settings
+    from tenacity import (
+        Retrying,
+        retry_if_exception,
+        stop_after_delay,
+        wait_exponential,
+    )
 
+    retrying = Retrying(stop=stop_after_delay(max(0.0, connect_timeout)),
+                        wait=wait_exponential(multiplier=0.25, max=2),
+                        retry=retry_if_exception(_is_transport_error), reraise=True)
     try:
-        return chromadb.HttpClient(
-            host=host,
-            port=int(port),
-            ssl=ssl,
-            headers=headers,
-            settings=Settings(anonymized_telemetry=False),
-        )
+        for attempt in retrying:
+            with attempt:
+                client = chromadb.HttpClient(
+                    host=host,
+                    port=int(port),
+                    ssl=ssl,
+                    headers=headers,
+                    settings=Settings(anonymized_telemetry=False),
+                )
+        return client
     except Exception as e:
+        if _is_transport_error(e):
+            raise BackendError(
+                f"Cannot reach the chroma server at {host}:{port} (tried for "
+                f"{connect_timeout:g} s): {type(e).__name__}: {e}",
+                _unreachable_hint(host, port),
+            ) from e
         raise BackendError(
             f"Cannot reach the chroma server at {host}:{port}: {type(e).__name__}: {e}",
-            "Start the server (`chroma run --path DIR --port PORT`) or set vector.backend to "
-            "'persistent' to use the embedded store.",
+            "Check that a chroma server of a compatible version (`chroma run`) answers there, "
+            "and vector.host/vector.port/ssl.",
         ) from e
+
+
+def _forget_system(path: Path) -> None:
+    """Drop chroma's per-process ``System`` for ``path`` from its cache.
+
+    ``SharedSystemClient`` keeps one System per path; a failed open leaves a broken one that
+    every later open in this process reuses, and a closed-but-shared one would be handed back
+    by :meth:`VectorProjection.reopen` with its stale segment state.
+    """
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    SharedSystemClient._identifier_to_system.pop(str(path), None)
+
+
+def _sqlite_damaged(db: Path) -> bool:
+    """True if SQLite itself says ``db`` is not a database or is malformed.
+
+    Only then is a store moved aside: "database is locked" and permission errors are not
+    corruption, and renaming a healthy store would throw away another process's writes.
+    """
+    if not db.is_file():
+        return False
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+    except sqlite3.Error:
+        return False
+    try:
+        row = con.execute("PRAGMA quick_check").fetchone()
+        return not row or row[0] != "ok"
+    except sqlite3.OperationalError:
+        return False  # locked / busy / unreadable: not evidence of damage
+    except sqlite3.DatabaseError:
+        return True  # "file is not a database", "database disk image is malformed"
+    finally:
+        con.close()
+
+
+@contextmanager
+def _store_lock(path: Path, timeout: float = STORE_LOCK_TIMEOUT) -> Iterator[None]:
+    """Exclusive ``flock`` on ``<path>.lock`` (``.reme/chroma.lock`` for the default store).
+
+    chroma creates its SQLite schema on first open without coordinating processes, so
+    opening a fresh store from several processes at once fails ("table collections already
+    exists", "database is locked") unless the opens take turns.
+    """
+    lock = path.with_name(path.name + ".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise BackendError(
+                        f"Timed out after {timeout:g} s waiting for {lock} to open the chroma "
+                        f"store at {path}.",
+                        "Another process is opening the same store and seems stuck; stop it "
+                        "or delete the lock file if no reme-agent process is running.",
+                    ) from None
+                time.sleep(0.05)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _http_address(client: Any) -> tuple[str, int] | None:
+    """(host, port) if ``client`` talks to a chroma server over HTTP, else None."""
+    try:
+        settings = client.get_settings()
+    except Exception:
+        return None
+    if "fastapi" not in str(getattr(settings, "chroma_api_impl", "") or "").lower():
+        return None
+    return (str(settings.chroma_server_host or "localhost"),
+            int(settings.chroma_server_http_port or 8000))
+
+
+class _StoreUnreadable(Exception):
+    """Opening the embedded store failed inside chroma (not a ReMeError of ours)."""
 
 
 def _clean_metadata(md: dict | None) -> dict | None:
@@ -148,6 +304,11 @@ class VectorProjection:
     ``path``: directory for an embedded ``PersistentClient``; or pass ``client`` (e.g. an
     ``HttpClient`` to a chroma server). Metadata values must be str/int/float/bool; the key
     ``path`` is used by :meth:`delete_where_path`.
+
+    ``vault_id``: stored in the collection metadata of a new collection and checked on open
+    (``ConfigError`` on a mismatch), for stores several vaults can reach. ``rebuild_if_corrupt``:
+    move an embedded store whose SQLite file is damaged to ``<path>.corrupt-<ts>`` and start
+    an empty one (only for a store that is purely derived, like ``.reme/chroma``).
     """
 
     def __init__(
@@ -158,6 +319,8 @@ class VectorProjection:
         client: Any | None = None,
         prefix: str = "reme",
         batch_size: int = 64,
+        vault_id: str | None = None,
+        rebuild_if_corrupt: bool = False,
     ) -> None:
         self.embedder = embedder
         self.name = f"{prefix}-{embedder.id}"
@@ -169,35 +332,30 @@ class VectorProjection:
         if batch_size < 1:
             raise ConfigError(f"batch_size must be >= 1, got {batch_size}.")
         self.batch_size = int(batch_size)
+        self.vault_id = vault_id
         self._lock = threading.RLock()
         with suppress(TypeError):  # an embedder without weakref support just isn't shared
             _LIVE[embedder.id] = embedder
         self._ef = _ef_class()(embedder)
-        owns_client = client is None
+        self._owns_client = client is None
+        self._rebuild_if_corrupt = rebuild_if_corrupt
+        self._server: tuple[str, int] | None = None  # (host, port) of an HTTP client
+        self._down_at: float | None = None  # when the server was last found unreachable
+        self._client: Any = None
+        # Data calls in flight vs reopen(): reopen waits for them and they wait for it, so a
+        # query in another thread never runs on a closed client.
+        self._cond = threading.Condition()
+        self._active = 0
+        self._reopening = False
         if client is None:
             if path is None:
                 raise ConfigError("VectorProjection needs a directory path or a chroma client.")
-            chromadb = _chromadb()
-            from chromadb.config import Settings
-
-            path = Path(path)
-            try:
-                path.mkdir(parents=True, exist_ok=True)
-                client = chromadb.PersistentClient(
-                    path=str(path),
-                    settings=Settings(anonymized_telemetry=False, allow_reset=True),
-                )
-            except Exception as e:
-                raise BackendError(
-                    f"Cannot open the chroma store at {path}: {e}",
-                    "Check the directory is writable and not used by an incompatible chroma version.",
-                ) from e
-        self._owns_client = owns_client
-        self._client = client
-        with self._backend("get_max_batch_size"):
-            self._max_batch = max(1, int(client.get_max_batch_size()))
-        self._write_batch = min(self._max_batch, 1024)
-        self._col = self._open()
+            self.path: Path | None = Path(path)
+            self._connect_local()
+        else:
+            self.path = None
+            self._server = _http_address(client)
+            self._attach(client)
 
     def close(self) -> None:
         """Release the embedded store if we opened it (a given client is the caller's).
@@ -207,8 +365,45 @@ class VectorProjection:
         database"). Idempotent; the projection must not be used afterwards.
         """
         if self._owns_client:
-            with suppress(Exception):
-                self._client.close()
+            self._release_local()
+
+    def reopen(self) -> None:
+        """Drop this process's chroma state for the embedded store and open it afresh.
+
+        Embedded chroma keeps per-process segment state (the HNSW index, the log offset);
+        after another process wrote the store, queries here miss its blocks or fail with
+        "Error finding id". The indexer calls this when the state's generation moved. A
+        no-op for a given client (a server owns the index, so it is never stale).
+        """
+        if not self._owns_client:
+            return
+        with self._lock:
+            with self._cond:
+                self._reopening = True
+                while self._active:
+                    self._cond.wait()
+            try:
+                self._release_local()
+                self._connect_local()
+            finally:
+                with self._cond:
+                    self._reopening = False
+                    self._cond.notify_all()
+
+    @contextmanager
+    def _in_use(self) -> Iterator[Any]:
+        """The current collection, held against a concurrent :meth:`reopen`."""
+        with self._cond:
+            while self._reopening:
+                self._cond.wait()
+            self._active += 1
+        try:
+            yield self._col
+        finally:
+            with self._cond:
+                self._active -= 1
+                if not self._active:
+                    self._cond.notify_all()
 
     def __enter__(self) -> VectorProjection:
         return self
@@ -218,6 +413,120 @@ class VectorProjection:
 
     # --- plumbing ---------------------------------------------------------------------------
 
+    def _connect_local(self) -> None:
+        """Open the embedded store under its lock; move a damaged one aside if allowed."""
+        path = self.path
+        assert path is not None
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise BackendError(
+                f"Cannot open the chroma store at {path}: {e}",
+                "Check the directory is writable.",
+            ) from e
+        with _store_lock(path):
+            try:
+                self._attach(self._new_local_client())
+                return
+            except _StoreUnreadable as e:
+                cause = e.__cause__ or e
+                if not (self._rebuild_if_corrupt and _sqlite_damaged(path / "chroma.sqlite3")):
+                    raise BackendError(
+                        f"Cannot open the chroma store at {path}: {type(cause).__name__}: "
+                        f"{cause}",
+                        "Check the directory is writable and not used by an incompatible "
+                        "chroma version. It is derived from the vault: deleting it and "
+                        "running `reme-agent index` rebuilds it.",
+                    ) from cause
+                moved = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
+                log.warning("chroma store at %s is corrupt (%s: %s); moved it to %s and "
+                            "rebuilding it from the vault", path, type(cause).__name__,
+                            cause, moved.name)
+                try:
+                    path.rename(moved)
+                    path.mkdir()
+                except OSError as err:
+                    raise BackendError(
+                        f"The chroma store at {path} is corrupt ({cause}) and could not be "
+                        f"moved aside: {err}",
+                        "Delete the folder and run `reme-agent index` to rebuild it.",
+                    ) from cause
+            try:
+                self._attach(self._new_local_client())
+            except _StoreUnreadable as e:
+                cause = e.__cause__ or e
+                raise BackendError(
+                    f"Cannot open the new chroma store at {path}: {type(cause).__name__}: "
+                    f"{cause}",
+                    "Check the directory is writable and chromadb is installed correctly.",
+                ) from cause
+
+    @contextmanager
+    def _store_turn(self) -> Iterator[None]:
+        """The embedded store's lock (creating a collection runs chroma schema writes);
+        nothing for a server, which serialises its own writes."""
+        if self.path is None:
+            yield
+            return
+        with _store_lock(self.path):
+            yield
+
+    def _new_local_client(self) -> Any:
+        chromadb = _chromadb()
+        from chromadb.config import Settings
+
+        try:
+            return chromadb.PersistentClient(
+                path=str(self.path),
+                settings=Settings(anonymized_telemetry=False, allow_reset=True),
+            )
+        except Exception as e:
+            _forget_system(self.path)  # else this process keeps reusing the broken system
+            raise _StoreUnreadable() from e
+
+    def _release_local(self) -> None:
+        if self._client is None:
+            return
+        with suppress(Exception):
+            self._client.close()
+        self._client = None
+        if self.path is not None:
+            with suppress(Exception):
+                _forget_system(self.path)
+
+    def _attach(self, client: Any) -> None:
+        """Use ``client``: read its batch limit and open our collection in it."""
+        self._client = client
+        try:
+            with self._backend("get_max_batch_size"):
+                self._max_batch = max(1, int(client.get_max_batch_size()))
+            self._write_batch = min(self._max_batch, 1024)
+            self._col = self._open()
+        except BackendError as e:
+            if not self._owns_client:
+                raise
+            self._release_local()
+            raise _StoreUnreadable() from (e.__cause__ or e)
+        except BaseException:
+            if self._owns_client:
+                self._release_local()
+            raise
+
+    def _error(self, op: str, e: Exception) -> BackendError:
+        if self._server is not None and _is_transport_error(e):
+            host, port = self._server
+            return BackendError(
+                f"chromadb {op} failed on collection {self.name!r}: cannot reach the chroma "
+                f"server at {host}:{port}: {type(e).__name__}: {e}",
+                _unreachable_hint(host, port) + " Then run `reme-agent index` to catch the "
+                "vectors up (the notes themselves are unaffected).",
+            )
+        return BackendError(
+            f"chromadb {op} failed on collection {self.name!r}: {type(e).__name__}: {e}",
+            "If the store is corrupt or from another chroma version, rebuild the vector "
+            "index (it is derived from the vault and can always be recreated).",
+        )
+
     @contextmanager
     def _backend(self, op: str) -> Iterator[None]:
         try:
@@ -225,14 +534,39 @@ class VectorProjection:
         except ReMeError:
             raise
         except Exception as e:
-            raise BackendError(
-                f"chromadb {op} failed on collection {self.name!r}: {type(e).__name__}: {e}",
-                "If the store is corrupt or from another chroma version, rebuild the vector "
-                "index (it is derived from the vault and can always be recreated).",
-            ) from e
+            raise self._error(op, e) from e
+
+    def _call(self, op: str, /, **kwargs: Any) -> Any:
+        """Run the collection method ``op``; on a server, retry transport errors at most twice.
+
+        Calls are idempotent (upsert, delete, reads). Once the server was found down, calls
+        fail at once for ``HTTP_DOWN_SECONDS`` so a tool write is not held by retries.
+        """
+        retries = 0
+        if self._server is not None and (
+                self._down_at is None or time.monotonic() - self._down_at > HTTP_DOWN_SECONDS):
+            retries = len(HTTP_RETRY_WAITS)
+        for attempt in range(retries + 1):
+            try:
+                with self._in_use() as col:
+                    result = getattr(col, op)(**kwargs)
+            except ReMeError:
+                raise
+            except Exception as e:
+                transport = self._server is not None and _is_transport_error(e)
+                if transport and attempt < retries:
+                    time.sleep(HTTP_RETRY_WAITS[attempt])
+                    continue
+                if transport:
+                    self._down_at = time.monotonic()
+                raise self._error(op, e) from e
+            self._down_at = None
+            return result
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _open(self) -> Any:
-        """Get or create the collection, then refuse one built for another vector space."""
+        """Get or create the collection, then refuse one built for another vector space
+        or belonging to another vault."""
         from chromadb.errors import NotFoundError
 
         with self._backend("open"):
@@ -241,16 +575,19 @@ class VectorProjection:
             except (NotFoundError, ValueError) as e:
                 if isinstance(e, ValueError) and "does not exist" not in str(e):
                     raise
+                metadata: dict[str, Any] = {
+                    "embedder_id": self.embedder.id,
+                    "dim": int(self.embedder.dim),
+                    "created_by": "reme-agent",
+                }
+                if self.vault_id:
+                    metadata["vault_id"] = self.vault_id
                 try:
                     col = self._client.create_collection(
                         self.name,
                         embedding_function=self._ef,
                         configuration={"hnsw": {"space": "cosine"}},
-                        metadata={
-                            "embedder_id": self.embedder.id,
-                            "dim": int(self.embedder.dim),
-                            "created_by": "reme-agent",
-                        },
+                        metadata=metadata,
                     )
                 except Exception:  # created concurrently by another process: use theirs
                     col = self._client.get_collection(self.name, embedding_function=self._ef)
@@ -261,6 +598,21 @@ class VectorProjection:
                 f"(dim {md.get('dim')!r}), not {self.embedder.id!r} (dim {self.embedder.dim}).",
                 "Rebuild the vector index (reset) or use another collection prefix.",
             )
+        owner = md.get("vault_id")
+        if self.vault_id and owner and owner != self.vault_id:
+            where = (f"the chroma server at {self._server[0]}:{self._server[1]}"
+                     if self._server else f"the chroma store at {self.path}")
+            raise ConfigError(
+                f"Collection {self.name!r} on {where} belongs to another vault (vault id "
+                f"{owner}), not this one ({self.vault_id}); sharing it would make each vault "
+                "delete the other's vectors.",
+                "Give each vault its own vector.collection_prefix (or leave it unset: on a "
+                "server the default is reme-<vault id>). If this is the same vault and its "
+                f".reme/ folder was recreated, write {owner} into .reme/vault-id.",
+            )
+        if self.vault_id and not owner:  # made before vault ids: the first vault claims it
+            with self._backend("open"):
+                col.modify(metadata={**md, "vault_id": self.vault_id})
         cfg = getattr(col, "configuration_json", None) or {}
         space = (cfg.get("hnsw") or {}).get("space") or (cfg.get("spann") or {}).get("space")
         if space and space != "cosine":
@@ -273,13 +625,13 @@ class VectorProjection:
     def _write(self, ids: list[str], vecs: np.ndarray, docs: list[str], metas: list) -> None:
         for s in range(0, len(ids), self._max_batch):
             e = s + self._max_batch
-            with self._backend("upsert"):
-                self._col.upsert(
-                    ids=ids[s:e],
-                    embeddings=vecs[s:e],
-                    documents=docs[s:e],
-                    metadatas=metas[s:e] if any(m is not None for m in metas[s:e]) else None,
-                )
+            self._call(
+                "upsert",
+                ids=ids[s:e],
+                embeddings=vecs[s:e],
+                documents=docs[s:e],
+                metadatas=metas[s:e] if any(m is not None for m in metas[s:e]) else None,
+            )
 
     # --- writes -----------------------------------------------------------------------------
 
@@ -338,19 +690,18 @@ class VectorProjection:
         ids = list(dict.fromkeys(ids))
         with self._lock:
             for s in range(0, len(ids), self._max_batch):
-                with self._backend("delete"):
-                    self._col.delete(ids=ids[s : s + self._max_batch])
+                self._call("delete", ids=ids[s : s + self._max_batch])
 
     def delete_where_path(self, path: str) -> None:
         """Delete every block whose metadata ``path`` equals ``path`` (a vanished note)."""
-        with self._lock, self._backend("delete"):
-            self._col.delete(where={"path": path})
+        with self._lock:
+            self._call("delete", where={"path": path})
 
     def reset(self) -> None:
         """Drop the collection and create it empty (e.g. before a full re-index)."""
         from chromadb.errors import NotFoundError
 
-        with self._lock:
+        with self._lock, self._store_turn():
             with self._backend("reset"), suppress(NotFoundError, ValueError):
                 self._client.delete_collection(self.name)
             self._col = self._open()
@@ -372,10 +723,10 @@ class VectorProjection:
         q = np.asarray(vec, dtype=np.float32).reshape(1, -1)
         if q.shape[1] != int(self.embedder.dim):
             raise ValueError(f"query vector has dim {q.shape[1]}, expected {self.embedder.dim}")
-        with self._backend("query"):
-            res = self._col.query(
-                query_embeddings=q, n_results=int(k), where=where or None, include=["distances"]
-            )
+        res = self._call(
+            "query",
+            query_embeddings=q, n_results=int(k), where=where or None, include=["distances"],
+        )
         ids = (res.get("ids") or [[]])[0]
         dists = (res.get("distances") or [[]])[0]
         return [(i, float(min(1.0, max(-1.0, 1.0 - d)))) for i, d in zip(ids, dists, strict=True)]
@@ -388,8 +739,8 @@ class VectorProjection:
         out: dict[str, np.ndarray] = {}
         ids = list(dict.fromkeys(ids))
         for s in range(0, len(ids), self._max_batch):
-            with self._backend("get"):
-                got = self._col.get(ids=ids[s : s + self._max_batch], include=["embeddings"])
+            got = self._call("get", ids=ids[s : s + self._max_batch],
+                             include=["embeddings"])
             vecs = got.get("embeddings")
             if vecs is None:
                 continue
@@ -403,8 +754,8 @@ class VectorProjection:
         offset = 0
         with self._lock:
             while True:
-                with self._backend("get"):
-                    got = self._col.get(include=[], limit=self._max_batch, offset=offset)
+                got = self._call("get", include=[], limit=self._max_batch,
+                                 offset=offset)
                 page = got.get("ids") or []
                 out.update(page)
                 if len(page) < self._max_batch:
@@ -413,5 +764,4 @@ class VectorProjection:
 
     def count(self) -> int:
         """Number of vectors stored."""
-        with self._backend("count"):
-            return int(self._col.count())
+        return int(self._call("count"))
