@@ -7,13 +7,16 @@ explicitly everywhere; two Vault objects share nothing.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import threading
+import uuid
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reme_agent.config import Settings
+from reme_agent.config import Settings, VectorSettings
 from reme_agent.engine.indexer import Indexer, IndexReport
 from reme_agent.engine.projections.graph import GraphProjection
 from reme_agent.engine.projections.keyword import KeywordProjection
@@ -29,6 +32,39 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("reme_agent")
 
+_DEFAULT_PREFIX = VectorSettings.model_fields["collection_prefix"].default
+VAULT_ID_FILE = "vault-id"
+
+
+def _vault_id(internal: Path) -> str:
+    """This vault's id from ``.reme/vault-id``, created (a UUID4) on first use.
+
+    Written to a temp file and hard-linked into place, so processes racing on a fresh vault
+    all end up with the one id that won, never a half-written file.
+    """
+    target = internal / VAULT_ID_FILE
+    with contextlib.suppress(FileNotFoundError):
+        text = target.read_text(encoding="utf-8").strip()
+        if text:
+            return text
+    internal.mkdir(parents=True, exist_ok=True)
+    tmp = internal / f".{VAULT_ID_FILE}.{uuid.uuid4().hex}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)  # internal, not a note
+    try:
+        os.write(fd, f"{uuid.uuid4()}\n".encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        try:
+            os.link(tmp, target)
+        except FileExistsError:
+            if not target.read_text(encoding="utf-8").strip():
+                os.replace(tmp, target)  # an emptied file holds no id: replace it
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target.read_text(encoding="utf-8").strip()
+
 
 class Vault:
     """Everything needed to read, write and search one vault."""
@@ -40,6 +76,7 @@ class Vault:
         self.store = FileStore(self.root, ignored=tuple(self.settings.index.ignore_dirs))
         self._lock = threading.RLock()
         self._vector_client: Any | None = None
+        self._warming = False
 
     # -- lazily built parts ------------------------------------------------------------
     @cached_property
@@ -55,18 +92,33 @@ class Vault:
 
     @cached_property
     def vector(self) -> VectorProjection:
+        """The vector projection (not cached while opening fails, so the next use retries).
+
+        A store several vaults can reach (a server, or a configured ``vector.path``) gets this
+        vault's id, so two vaults never share a collection (BUG-13); on a server the default
+        prefix becomes ``reme-<id[:8]>``. The derived ``.reme/chroma`` is rebuilt if its
+        SQLite file is corrupt (BUG-4): the next whole-vault index run re-embeds into it.
+        """
         from reme_agent.engine.projections.vector import VectorProjection
 
         cfg = self.settings.vector
         client = None
+        prefix = cfg.collection_prefix
+        vault_id = None
         if cfg.backend == "http":
             from reme_agent.engine.projections.vector import http_client
 
             client = http_client(cfg.host, cfg.port)
+            vault_id = _vault_id(self.internal)
+            if prefix == _DEFAULT_PREFIX:
+                prefix = f"{_DEFAULT_PREFIX}-{vault_id[:8]}"
+        elif cfg.path:
+            vault_id = _vault_id(self.internal)
         path = Path(cfg.path) if cfg.path else self.internal / "chroma"
         return VectorProjection(self.embedder, path if client is None else None, client=client,
-                                prefix=cfg.collection_prefix,
-                                batch_size=self.settings.embedder.batch_size)
+                                prefix=prefix, batch_size=self.settings.embedder.batch_size,
+                                vault_id=vault_id,
+                                rebuild_if_corrupt=client is None and not cfg.path)
 
     @cached_property
     def keyword(self) -> KeywordProjection:
@@ -111,15 +163,48 @@ class Vault:
     def ready(self) -> None:
         """Load projections from the saved state (cold open) or pick up another process's run."""
         with self._lock:
+            self._warm_up()
             self.indexer.ensure_fresh()
 
+    def _warm_up(self) -> None:
+        """On the first `ready`, load the embedding model and jieba's dictionary in the
+        background while the projections load: the first search needs all three, and the
+        model's decompression (about 1 s for USE) runs outside the GIL."""
+        if self._warming:
+            return
+        self._warming = True
+
+        def warm() -> None:
+            from reme_agent.engine.tokenize import warm_up
+
+            try:
+                self.embedder.embed_query("warm up")
+                warm_up()
+            except Exception as exc:  # the real call will raise it again, with context
+                log.debug("warm-up failed: %s", exc)
+
+        threading.Thread(target=warm, name="reme-warm-up", daemon=True).start()
+
     def close(self) -> None:
+        """Flush the access log, write the cold-open snapshot if runs postponed it, close."""
+        if "indexer" in self.__dict__:
+            try:
+                self.indexer.save_snapshot()
+            except Exception as exc:  # a cache: closing must not fail over it
+                log.warning("could not write the index snapshot: %s", exc)
         if "access_log" in self.__dict__:
             self.access_log.close()
         if "vector" in self.__dict__:
             self.vector.close()
         if "state" in self.__dict__:
             self.state.close()
+
+
+    def __enter__(self) -> Vault:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def open_vault(root: Path | str, settings: Settings | None = None, *, create: bool = False) -> Vault:

@@ -15,19 +15,31 @@ import hashlib
 import logging
 import os
 import sys
+import threading
 import time
+import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
+
+import numpy as np
 
 from reme_agent.engine.links import Link, LinkResolver
 from reme_agent.engine.parser import parse_note
 from reme_agent.engine.projections.graph import GraphProjection
 from reme_agent.engine.projections.keyword import KeywordProjection
 from reme_agent.engine.projections.vector import VectorProjection
+from reme_agent.engine.snapshot import SNAPSHOT_NAME, Snapshot, read_snapshot, write_snapshot
 from reme_agent.engine.state import BlockRow, FileRow, IndexState
-from reme_agent.engine.store import FileStore, decode_text, stamp_of
+from reme_agent.engine.store import (
+    NOT_UTF8_NAME,
+    FileStore,
+    decode_text,
+    is_utf8,
+    printable,
+    stamp_of,
+)
 from reme_agent.errors import IndexLocked, NotText
 
 log = logging.getLogger("reme_agent.index")
@@ -84,6 +96,22 @@ def block_id(path: str, document: str, occurrence: int) -> str:
     return digest[:24]
 
 
+def _name_key(name: str) -> str:
+    """The last path segment of a link target or note name, as the resolver compares it."""
+    key = unicodedata.normalize("NFC", name.strip().replace("\\", "/")).casefold().rstrip("/")
+    if key.endswith(".md"):
+        key = key[:-3]
+    return key.rsplit("/", 1)[-1]
+
+
+def _name_keys(path: str, aliases: Iterable[str]) -> set[str]:
+    """Every key a link resolving to (or competing for) this file can have."""
+    return {_name_key(path)} | {_name_key(str(a)) for a in aliases}
+
+
+_target_key = _name_key
+
+
 def _link_dict(link: Link) -> dict[str, Any]:
     return {"target": link.target, "alias": link.alias, "predicate": link.predicate, "line": link.line}
 
@@ -105,79 +133,208 @@ class Indexer:
         self.max_file_bytes = max_file_bytes
         self.progress = progress
         self.lock_timeout = lock_timeout
-        self.resolver = LinkResolver([])
+        self._lock = _FileLock(store.root / ".reme" / "index.lock", lock_timeout)
+        self._resolver: LinkResolver | None = None
+        self._by_key: dict[str, set[str]] | None = None   # see _update_graph
+        self._keys_of: dict[str, set[str]] | None = None
         self.block_paths: dict[str, str] = {}
+        self.stamps: dict[str, str] = {}   # path -> stamp the in-memory projections reflect
         self._loaded = False
         self._generation = -1
+        self._snapshot_generation = -1     # generation of the snapshot on disk (-1: none)
+        self._changed_since_snapshot = 0   # files changed in memory since it was written
 
     def path_of_block(self, block_id: str) -> str | None:
         return self.block_paths.get(block_id)
 
+    @property
+    def resolver(self) -> LinkResolver:
+        """Link resolver over every vault file; built on first use (a cold open from a
+        snapshot needs none until something is re-indexed)."""
+        if self._resolver is None:
+            files = self.state.files()
+            every_file = set(self.store.list()) | files.keys()
+            self._resolver = LinkResolver(every_file, {p: note_aliases(r.frontmatter)
+                                                       for p, r in files.items()})
+        return self._resolver
+
+    @property
+    def snapshot_path(self) -> Path:
+        return self.store.root / ".reme" / SNAPSHOT_NAME
+
     # -- cold open ---------------------------------------------------------------------
     def load(self) -> None:
-        """Rebuild in-memory BM25 and graph from the saved state (no parsing, no embedding)."""
+        """Load BM25 and the graph: from the snapshot plus the files changed since, or else
+        rebuilt from the saved state (no parsing, no embedding either way)."""
+        generation = self.state.generation()
+        if self._generation >= 0 and generation != self._generation:
+            self.vector.reopen()  # another process indexed: drop chroma's per-process caches
+        if not self._load_snapshot():
+            self._load_state()
+        self._loaded = True
+        self._generation = generation
+
+    def _load_state(self) -> None:
         self.keyword.clear()
         self.block_paths = {}
         items = []
-        for bid, path, tokens in self.state.iter_block_tokens():
-            self.block_paths[bid] = path
-            items.append((bid, tokens))
+        with self.state.reading():
+            self.stamps = self.state.file_stamps()
+            for bid, path, tokens in self.state.iter_block_tokens():
+                self.block_paths[bid] = path
+                items.append((bid, tokens))
+            files = self.state.files()
         self.keyword.add_many(items)
-        self.graph.clear()
-        self._rebuild_graph(self.state.files())
-        self._loaded = True
-        self._generation = self.state.generation()
+        self._rebuild_graph(files)
+        self._changed_since_snapshot = max(1, len(self.stamps))
+
+    def _load_snapshot(self) -> bool:
+        snap = read_snapshot(self.snapshot_path)
+        if snap is None:
+            return False
+        with self.state.reading():
+            current = self.state.file_stamps()
+            changed = [p for p, st in current.items() if snap.stamps.get(p) != st]
+            gone = [p for p in snap.stamps if p not in current]
+            if len(changed) + len(gone) > max(200, len(current) // 5):
+                return False  # mostly stale: rebuilding is as cheap and simpler
+            fresh = self.state.block_tokens_of(changed) if changed else []
+            files = self.state.files() if changed or gone else None
+        try:
+            self.keyword.import_arrays(snap.terms, snap.ids, snap.arrays)
+            self.graph.import_state(snap.graph)
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            log.warning("ignoring inconsistent %s (%s)", self.snapshot_path.name, exc)
+            return False
+        self.block_paths = snap.block_paths()
+        self._resolver = None
+        self._snapshot_generation = snap.generation
+        self._changed_since_snapshot = len(changed) + len(gone)
+        if files is not None:
+            touched = set(changed) | set(gone)
+            for bid in [b for b, p in self.block_paths.items() if p in touched]:
+                self.keyword.remove(bid)
+                del self.block_paths[bid]
+            for bid, path, tokens in fresh:
+                self.keyword.add(bid, tokens=tokens)
+                self.block_paths[bid] = path
+            self._rebuild_graph(files)
+        self.stamps = current
+        return True
 
     def ensure_fresh(self) -> None:
         """Reload if another process committed an index run since we loaded."""
         if not self._loaded or self.state.generation() != self._generation:
             self.load()
 
+    # -- snapshot ----------------------------------------------------------------------
+    def save_snapshot(self, force: bool = False) -> bool:
+        """Write the cold-open snapshot if memory moved past it (or `force`); True if written.
+
+        Call with the projections in step with the state (after a run, or on close); it takes
+        the index lock so a concurrent run in this or another process cannot interleave.
+        """
+        with self._index_lock():
+            if not self._loaded or self.state.generation() != self._generation:
+                return False
+            if not force and self._changed_since_snapshot == 0 and self.snapshot_path.exists():
+                return False
+            terms, ids, arrays = self.keyword.export_arrays()
+            path_index: dict[str, int] = {}
+            block_paths = self.block_paths
+            arrays["doc_path"] = np.fromiter(
+                (path_index.setdefault(block_paths[b], len(path_index)) for b in ids),
+                dtype=np.int32, count=len(ids))
+            snap = Snapshot(self._generation, terms, ids, list(path_index), arrays,
+                            dict(self.stamps), self.graph.export_state())
+            started = time.perf_counter()
+            size = write_snapshot(self.snapshot_path, snap)
+            log.info("wrote %s (%.1f MB) in %.2f s", self.snapshot_path.name, size / 1e6,
+                     time.perf_counter() - started)
+            self._snapshot_generation = self._generation
+            self._changed_since_snapshot = 0
+            return True
+
+    def _snapshot_due(self, whole_vault: bool) -> bool:
+        """After a whole-vault run, or once a tenth of the files changed since the last one:
+        writing costs about as much as loading, so path-limited runs (tool writes) batch up."""
+        if self._changed_since_snapshot == 0:
+            return not self.snapshot_path.exists()
+        return whole_vault or self._changed_since_snapshot >= max(50, len(self.stamps) // 10)
+
     # -- indexing ----------------------------------------------------------------------
     def run(self, full: bool = False, paths: Iterable[str] | None = None) -> IndexReport:
         """Index the whole vault (or only `paths`), embedding only new or changed blocks."""
         started = time.perf_counter()
+        only = None if paths is None else list(paths)
         with self._index_lock():
             if not self._loaded or self.state.generation() != self._generation:
                 self.load()
-            report = self._run_locked(full, None if paths is None else list(paths))
-            self._generation = self.state.bump_generation()
+            try:
+                report = self._run_locked(full, only)
+            except BaseException:
+                # Memory may be half-updated: reload from the state next time, and let the
+                # next run re-embed whatever the vector store missed.
+                self._loaded = False
+                self.state.set_meta("vectors_dirty", "1")
+                raise
+            finally:
+                self._generation = self.state.bump_generation()
+            if report.changed_files or report.deleted_files:
+                self._changed_since_snapshot += len(report.changed_files) + len(
+                    report.deleted_files)
+            if self._snapshot_due(only is None):
+                try:
+                    self.save_snapshot()
+                except OSError as exc:  # a cache: never fail the run over it
+                    log.warning("could not write %s: %s", self.snapshot_path.name, exc)
         report.seconds = round(time.perf_counter() - started, 3)
         return report
 
     def _run_locked(self, full: bool, only: list[str] | None) -> IndexReport:
         report = IndexReport()
+        if only is not None:
+            kept = []
+            for p in only:
+                if is_utf8(p):
+                    kept.append(self.store.normalize(p))
+                else:  # a watcher batch must not fail over one badly named file
+                    self._skip(report, printable(p), NOT_UTF8_NAME)
+            only = list(dict.fromkeys(kept))
         if full:
             self.vector.reset()
             self.state.clear()
             self.keyword.clear()
             self.block_paths.clear()
+            self.stamps.clear()
             self.graph.clear()
-        known = self.state.files()
+            self._resolver = None
+        known = self.state.file_stats(only)
         scan = self._scan(only, report)
         wanted = set(scan)
-        candidates = known.keys() if only is None else (set(only) & known.keys())
-        gone = [p for p in candidates if p not in wanted]
+        gone = [p for p in known if p not in wanted]
 
         pending: list[tuple[str, str, dict[str, Any]]] = []   # (id, document, metadata)
         changed_rows: dict[str, FileRow] = {}
+        old_rows: dict[str, FileRow | None] = {}
         for path, (size, mtime_ns) in scan.items():
-            row = known.get(path)
-            if row is not None and row.size == size and row.mtime_ns == mtime_ns:
+            seen = known.get(path)
+            if seen is not None and seen[0] == size and seen[1] == mtime_ns:
                 continue
             try:
                 data = self.store.resolve(path).read_bytes()
                 text = decode_text(data, path)
             except (NotText, OSError) as exc:
                 self._skip(report, path, str(exc))
-                if row is not None:
+                if seen is not None:
                     gone.append(path)
                 continue
             stamp = stamp_of(data)
-            if row is not None and row.stamp == stamp:
+            if seen is not None and seen[2] == stamp:
                 self.state.touch(path, size, mtime_ns)
                 continue
             new_row, blocks, docs = self._parse(path, text, size, mtime_ns, stamp, report)
+            old_rows[path] = self.state.file(path) if seen is not None else None
             old_ids = set(self.state.block_ids(path))
             new_ids = {b.id for b in blocks}
             stale = sorted(old_ids - new_ids)
@@ -195,10 +352,12 @@ class Indexer:
                 else:
                     b.tokens = self.keyword.tokens_of(b.id) or self.keyword.add(b.id, docs[b.id])
             self.state.replace_file(new_row, blocks)
+            self.stamps[path] = stamp
             changed_rows[path] = new_row
             report.changed_files.append(path)
 
         for path in gone:
+            old_rows[path] = self.state.file(path)
             ids = self.state.block_ids(path)
             if ids:
                 self.vector.delete(ids)
@@ -206,21 +365,28 @@ class Indexer:
                     self.keyword.remove(block_id_)
                     self.block_paths.pop(block_id_, None)
             self.state.delete_file(path)
+            self.stamps.pop(path, None)
             report.deleted += len(ids)
             report.deleted_files.append(path)
 
-        report.embedded = self._embed(pending)
-        report.embedded += self._repair_vectors(only is None)
+        # The graph first: links must show up even if the embedder or the server fails below.
         # A non-note file (an upload) named explicitly can resolve links that dangled.
-        other_files = only is not None and any(
-            not p.lower().endswith(self.extensions) for p in only)
-        self._update_graph(known, changed_rows, gone, force=other_files)
+        uploads = [] if only is None else [p for p in only
+                                           if not p.lower().endswith(self.extensions)]
+        self._update_graph(old_rows, changed_rows, gone, uploads)
+
+        report.embedded = self._embed(pending)
+        dirty = self.state.get_meta("vectors_dirty") == "1"
+        report.embedded += self._repair_vectors(only is None or dirty)
+        if dirty:
+            self.state.set_meta("vectors_dirty", "0")
         report.files, report.blocks = self.state.counts()
         return report
 
     def _scan(self, only: list[str] | None, report: IndexReport) -> dict[str, tuple[int, int]]:
+        bad_names: list[tuple[str, str]] = []
         if only is None:
-            found = self.store.scan(self.extensions)
+            found = self.store.scan(self.extensions, skipped=bad_names)
         else:
             found = []
             for raw in only:
@@ -242,6 +408,8 @@ class Indexer:
                                          f"({self.max_file_bytes})")
                 continue
             out[path] = (size, mtime_ns)
+        for path, reason in bad_names:  # filled as the scan generator ran
+            self._skip(report, path, reason)
         return out
 
     def _parse(self, path: str, text: str, size: int, mtime_ns: int, stamp: str,
@@ -279,9 +447,10 @@ class Indexer:
             if bar is not None:
                 bar.close()
 
-    def _repair_vectors(self, whole_vault: bool) -> int:
-        """Re-embed blocks the vector store lost (deleted/corrupt index, new embedder)."""
-        if not whole_vault:
+    def _repair_vectors(self, check: bool) -> int:
+        """Re-embed blocks the vector store lost (deleted/corrupt index, new embedder, a
+        failed earlier run)."""
+        if not check:
             return 0
         expected = self.state.counts()[1]
         if self.vector.count() == expected:
@@ -305,27 +474,101 @@ class Indexer:
         return self._embed(pending)
 
     # -- graph -------------------------------------------------------------------------
-    def _update_graph(self, known: dict[str, FileRow], changed: dict[str, FileRow],
-                      gone: list[str], force: bool = False) -> None:
-        names_changed = force or bool(gone) or any(
-            p not in known or note_aliases(known[p].frontmatter) != note_aliases(r.frontmatter)
-            for p, r in changed.items())
-        if names_changed:
-            self._rebuild_graph(self.state.files())
-            return
+    def _update_graph(self, old_rows: dict[str, FileRow | None], changed: dict[str, FileRow],
+                      gone: list[str], uploads: list[str]) -> None:
+        """Bring the graph in step with this run, re-resolving only the links that can change.
+
+        Only a note's *names* (its path and aliases) decide where other notes' links point.
+        When they change (a new, deleted or re-aliased note, an upload named explicitly), the
+        links that can resolve differently are exactly those whose target has one of those
+        names as its last segment: `_sources_by_key` finds their sources without walking the
+        vault (PERF-3; a full rebuild per new note was 14 s at 100k notes).
+        """
+        renamed: dict[str, set[str]] = {}   # path -> name keys, old and new
         for path, row in changed.items():
-            self.graph.mark_present(path)
-            self.graph.set_links(path, self._edges(path, row))
+            old = old_rows.get(path)
+            if old is None or note_aliases(old.frontmatter) != note_aliases(row.frontmatter):
+                renamed[path] = _name_keys(path, note_aliases(row.frontmatter))
+                if old is not None:
+                    renamed[path] |= _name_keys(path, note_aliases(old.frontmatter))
+        for path in gone:
+            old = old_rows.get(path)
+            renamed[path] = _name_keys(path, note_aliases(old.frontmatter) if old else [])
+        for path in uploads:
+            renamed[path] = _name_keys(path, [])
+        if self._resolver is not None or self._by_key is not None:
+            self._sync_names(changed, gone, uploads)
+        affected = set(changed)
+        if renamed:
+            keys = set().union(*renamed.values())
+            by_key = self._sources_index()
+            for key in keys:
+                affected |= by_key.get(key, set())
+        for path in gone:
+            self.graph.remove_source(path)
+        for source in sorted(affected):
+            row = changed.get(source) or self.state.file(source)
+            if row is not None:
+                self.graph.set_links(source, self._edges(source, row))
+        for path in uploads:
+            if path not in self.resolver:
+                self.graph.remove_source(path)   # a deleted upload nothing links to any more
+
+    def _sync_names(self, changed: dict[str, FileRow], gone: list[str],
+                    uploads: list[str]) -> None:
+        """Apply this run to the resolver and the link-key index, if they were built (a
+        lazily built one already reads the new state)."""
+        if self._resolver is not None:
+            for path in gone:
+                self._resolver.remove(path)
+            for path, row in changed.items():
+                self._resolver.add(path, note_aliases(row.frontmatter))
+            for path in uploads:
+                if self.store.exists(path):
+                    self._resolver.add(path)
+                else:
+                    self._resolver.remove(path)
+        if self._by_key is not None:
+            for path in gone:
+                self._index_sources(path, None)
+            for path, row in changed.items():
+                self._index_sources(path, row)
+
+    def _sources_index(self) -> dict[str, set[str]]:
+        """Link-target key -> notes with such a link; built from the state on first use."""
+        if self._by_key is None:
+            self._by_key, self._keys_of = {}, {}
+            for path, row in self.state.files().items():
+                self._index_sources(path, row)
+        return self._by_key
+
+    def _index_sources(self, source: str, row: FileRow | None) -> None:
+        by_key, keys_of = self._by_key, self._keys_of
+        assert by_key is not None and keys_of is not None
+        for key in keys_of.pop(source, ()):
+            sources = by_key.get(key)
+            if sources is not None:
+                sources.discard(source)
+                if not sources:
+                    del by_key[key]
+        if row is None or not row.links:
+            return
+        keys = {_target_key(link["target"]) for link in row.links}
+        keys_of[source] = keys
+        for key in keys:
+            by_key.setdefault(key, set()).add(source)
 
     def _rebuild_graph(self, files: dict[str, FileRow]) -> None:
         # Links may point at any vault file (an image, a PDF under resource/), not only notes.
         every_file = set(self.store.list()) | files.keys()
-        self.resolver = LinkResolver(every_file, {p: note_aliases(r.frontmatter)
-                                                  for p, r in files.items()})
+        self._resolver = LinkResolver(every_file, {p: note_aliases(r.frontmatter)
+                                                   for p, r in files.items()})
+        self._by_key, self._keys_of = {}, {}
         self.graph.clear()
         for path in files:
             self.graph.mark_present(path)
         for path, row in files.items():
+            self._index_sources(path, row)
             self.graph.set_links(path, self._edges(path, row))
 
     def _edges(self, source: str, row: FileRow) -> list[tuple[str, str | None, bool]]:
@@ -348,11 +591,15 @@ class Indexer:
         return tqdm(total=total, desc=desc, unit="block", file=sys.stderr, leave=False)
 
     def _index_lock(self) -> _FileLock:
-        return _FileLock(self.store.root / ".reme" / "index.lock", self.lock_timeout)
+        return self._lock
 
 
 class _FileLock:
-    """Blocking flock with a timeout, so two indexers never write the projections at once."""
+    """Blocking flock with a timeout, so two indexers never write the projections at once.
+
+    Re-entrant for the thread holding it (a run that writes the snapshot takes it twice);
+    other threads of this process wait on a thread lock first, other processes on the flock.
+    """
 
     def __init__(self, path: Path, timeout: float,
                  sleep: Callable[[float], None] = time.sleep) -> None:
@@ -361,25 +608,38 @@ class _FileLock:
         self._sleep = sleep
         self._fd: int | None = None
         self._depth = 0
+        self._thread_lock = threading.RLock()
 
     def __enter__(self) -> _FileLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
-        deadline = time.monotonic() + self.timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    os.close(fd)
-                    raise IndexLocked(str(self.path)) from None
-                self._sleep(0.05)
+        if not self._thread_lock.acquire(timeout=self.timeout):
+            raise IndexLocked(str(self.path))
+        if self._depth:
+            self._depth += 1
+            return self
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
+            deadline = time.monotonic() + self.timeout
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        os.close(fd)
+                        raise IndexLocked(str(self.path)) from None
+                    self._sleep(0.05)
+        except BaseException:
+            self._thread_lock.release()
+            raise
         self._fd = fd
+        self._depth = 1
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._fd is not None:
+        self._depth -= 1
+        if self._depth == 0 and self._fd is not None:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+        self._thread_lock.release()

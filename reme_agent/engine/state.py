@@ -15,6 +15,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -110,11 +111,42 @@ class IndexState:
         self.set_meta("generation", str(gen))
         return gen
 
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """One read transaction: the queries inside see a single committed state (WAL),
+        even while another process's indexer commits."""
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                yield
+            finally:
+                self._db.execute("COMMIT")
+
     # -- files -------------------------------------------------------------------------
     def files(self) -> dict[str, FileRow]:
         with self._lock:
             rows = self._db.execute("SELECT * FROM files").fetchall()
         return {r[0]: _file_row(r) for r in rows}
+
+    def file_stats(self, paths: Iterable[str] | None = None) -> dict[str, tuple[int, int, str]]:
+        """path -> (size, mtime_ns, stamp), without decoding JSON: what a re-index compares."""
+        sql = "SELECT path, size, mtime_ns, stamp FROM files"
+        with self._lock:
+            if paths is None:
+                return {r[0]: (r[1], r[2], r[3]) for r in self._db.execute(sql)}
+            out: dict[str, tuple[int, int, str]] = {}
+            wanted = list(dict.fromkeys(paths))
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start:start + 500]
+                marks = ",".join("?" * len(chunk))
+                for r in self._db.execute(f"{sql} WHERE path IN ({marks})", chunk):
+                    out[r[0]] = (r[1], r[2], r[3])
+            return out
+
+    def file_stamps(self) -> dict[str, str]:
+        """path -> content stamp of every indexed file (what a snapshot is checked against)."""
+        with self._lock:
+            return dict(self._db.execute("SELECT path, stamp FROM files"))
 
     def file(self, path: str) -> FileRow | None:
         with self._lock:
@@ -174,6 +206,19 @@ class IndexState:
             rows = self._db.execute("SELECT id, path, tokens FROM blocks").fetchall()
         for block_id, path, tokens in rows:
             yield block_id, path, json.loads(tokens)
+
+    def block_tokens_of(self, paths: Iterable[str]) -> list[tuple[str, str, list[str]]]:
+        """(block id, path, tokens) for the blocks of these paths only."""
+        wanted = list(dict.fromkeys(paths))
+        out: list[tuple[str, str, list[str]]] = []
+        with self._lock:
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start:start + 500]
+                marks = ",".join("?" * len(chunk))
+                for bid, path, tokens in self._db.execute(
+                        f"SELECT id, path, tokens FROM blocks WHERE path IN ({marks})", chunk):
+                    out.append((bid, path, json.loads(tokens)))
+        return out
 
     def all_block_ids(self) -> set[str]:
         with self._lock:

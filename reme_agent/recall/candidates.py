@@ -9,11 +9,9 @@ normalised over the same set, and fused into one text-relevance score per block.
 
 from __future__ import annotations
 
-import heapq
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from operator import itemgetter
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -61,11 +59,6 @@ def hybrid_candidates(vault: Vault, query: str, *, fusion: str, vector_weight: f
     paths_of = vault.indexer.path_of_block
     allowed_id = (lambda bid: allowed_path(paths_of(bid) or "")) if allowed_path else None
 
-    keyword_scores: dict[str, float] = {}
-    if vector_weight < 1.0:
-        keyword_scores = vault.keyword.scores(tokenize(query))
-    keyword_top = _top(keyword_scores, candidates, allowed_id)
-
     vector_top: list[tuple[str, float]] = []
     qvec = None
     if vector_weight > 0.0:
@@ -74,15 +67,21 @@ def hybrid_candidates(vault: Vault, query: str, *, fusion: str, vector_weight: f
         vector_top = [(d, s) for d, s in vault.vector.query_embedding(qvec, want)
                       if allowed_id is None or allowed_id(d)][:candidates]
 
+    keyword_top: list[tuple[str, float]] = []
+    keyword_of: dict[str, float] = {}
+    if vector_weight < 1.0:
+        also = [d for d, _ in vector_top] if fusion == "blend" else []
+        keyword_top, keyword_of = vault.keyword.top(tokenize(query), candidates, allowed_id, also)
+
     if fusion == "blend" and qvec is not None and keyword_top:
         # Score the union on both sides so min-max runs over one candidate set.
         have = {d for d, _ in vector_top}
+        keyword_in = {d for d, _ in keyword_top}
         missing = [d for d, _ in keyword_top if d not in have]
+        keyword_top += [(d, keyword_of.get(d, 0.0)) for d, _ in vector_top if d not in keyword_in]
         if missing:
             embs = _embeddings(vault, missing)
             vector_top += [(d, float(np.dot(embs[d], qvec))) for d in missing if d in embs]
-        keyword_in = {d for d, _ in keyword_top}
-        keyword_top += [(d, keyword_scores.get(d, 0.0)) for d, _ in vector_top if d not in keyword_in]
 
     fused = fuse(fusion, vector_top, keyword_top, vector_weight, rrf_k)
     vec, kw = dict(vector_top), dict(keyword_top)
@@ -92,23 +91,6 @@ def hybrid_candidates(vault: Vault, query: str, *, fusion: str, vector_weight: f
             for bid, score in fused.items() if (r := rows.get(bid)) is not None]
     hits.sort(key=lambda h: (-h.base, h.path, h.start_line))
     return hits
-
-
-def _top(scores: dict[str, float], k: int,
-         allowed: Callable[[str], bool] | None) -> list[tuple[str, float]]:
-    """The k best allowed items, like a stable sort by score; `allowed` runs only near the top.
-
-    A common word matches thousands of blocks: filtering them all costs more than the search.
-    """
-    if allowed is None:
-        return heapq.nlargest(k, scores.items(), key=itemgetter(1))
-    take = 2 * k
-    while True:
-        head = heapq.nlargest(take, scores.items(), key=itemgetter(1))
-        out = [kv for kv in head if allowed(kv[0])][:k]
-        if len(out) >= k or len(head) < take:
-            return out
-        take *= 4
 
 
 def _embeddings(vault: Vault, ids: list[str]) -> dict[str, np.ndarray]:

@@ -20,13 +20,18 @@ def _chain() -> GraphProjection:
 
 def test_set_links_replaces_outbound_and_keeps_predicates() -> None:
     g = GraphProjection()
-    g.set_links("a.md", [("b.md", None, False), ("b.md", "related", False), ("c.md", None, False)])
-    assert g.outbound("a.md") == [("b.md", None), ("b.md", "related"), ("c.md", None)]
+    g.mark_present("b.md")
+    g.set_links("a.md", [("b.md", None, False), ("b.md", "related", False), ("c.md", None, False),
+                         ("img.png", None, False)])
+    assert "img.png" in g and not g.is_dangling("img.png")
+    assert g.outbound("a.md") == [("b.md", None), ("b.md", "related"), ("c.md", None),
+                                  ("img.png", None)]
     assert g.inbound("b.md") == [("a.md", None), ("a.md", "related")]
     g.set_links("a.md", [("c.md", "cites", False)])
     assert g.outbound("a.md") == [("c.md", "cites")]
     assert g.inbound("b.md") == []
     assert "b.md" in g  # a real note stays even with no links left
+    assert "img.png" not in g  # a file that is only a link target goes with its last link
     assert g.outbound("missing.md") == [] and g.inbound("missing.md") == []
 
 

@@ -173,3 +173,60 @@ def test_tokens_of_and_clear() -> None:
     assert len(kp) == 0 and kp.scores(["x"]) == {} and kp.tokens_of("a") is None
     kp.add("b", tokens=["x"])
     assert set(kp.scores(["x"])) == {"b"}
+
+
+def test_export_import_round_trip_keeps_scores_ties_and_later_updates() -> None:
+    """A cold open from the snapshot arrays must equal the live index, and stay a normal,
+    updatable index afterwards (removes, re-adds, slot reuse, term leaving the vocabulary)."""
+    corpus = _corpus(8, 300)
+    live = KeywordProjection(tokenizer=str.split)
+    docs = {f"d{i}": toks for i, toks in enumerate(corpus)}
+    live.add_many(docs.items())
+    rng = random.Random(9)
+    for step in range(200):  # fragment the live index: free slots, stale postings, free tids
+        doc_id = f"d{rng.randint(0, 299)}"
+        if step % 3 == 0:
+            live.remove(doc_id)
+            docs.pop(doc_id, None)
+        else:
+            toks = corpus[(step * 7) % len(corpus)] + [f"new{step}"]
+            live.add(doc_id, tokens=toks)
+            docs.pop(doc_id, None)
+            docs[doc_id] = toks
+
+    loaded = KeywordProjection(tokenizer=str.split)
+    loaded.import_arrays(*live.export_arrays())
+    assert loaded.doc_ids() == live.doc_ids() == set(docs)
+    _assert_parity(loaded, docs)
+    for q in _queries(11):
+        assert loaded.query(" ".join(q), 20) == live.query(" ".join(q), 20), q  # same tie order
+    for doc_id in list(docs)[:20]:
+        assert sorted(loaded.tokens_of(doc_id) or []) == sorted(docs[doc_id])
+
+    for step in range(150):  # the imported index keeps working as a live one
+        doc_id = f"d{rng.randint(0, 320)}"
+        if step % 2:
+            loaded.remove(doc_id)
+            docs.pop(doc_id, None)
+        else:
+            toks = corpus[(step * 5) % len(corpus)] + ["fresh"]
+            loaded.add(doc_id, tokens=toks)
+            docs.pop(doc_id, None)
+            docs[doc_id] = toks
+    _assert_parity(loaded, docs)
+
+
+def test_import_rejects_arrays_that_do_not_match_their_ids() -> None:
+    kp = KeywordProjection(tokenizer=str.split)
+    kp.add_many([("a", ["x", "y"]), ("b", ["y"])])
+    terms, ids, arrays = kp.export_arrays()
+    with pytest.raises(ValueError):
+        KeywordProjection(tokenizer=str.split).import_arrays(terms, ids[:1], arrays)
+
+
+def test_export_of_an_empty_index_imports_as_empty() -> None:
+    loaded = KeywordProjection(tokenizer=str.split)
+    loaded.import_arrays(*KeywordProjection(tokenizer=str.split).export_arrays())
+    assert len(loaded) == 0 and loaded.query("x", 5) == []
+    loaded.add_many([("a", ["x"]), ("b", ["y"]), ("c", ["z"])])
+    assert loaded.query("x", 5)[0][0] == "a"

@@ -42,16 +42,17 @@ class GraphProjection:
 
     def _set_present(self, path: str) -> None:
         if path in self._g:
-            self._g.nodes[path]["dangling"] = False
+            self._g.nodes[path].update(dangling=False, note=True)
         else:
-            self._g.add_node(path, dangling=False)
+            self._g.add_node(path, dangling=False, note=True)
 
     def _gc(self, node: str) -> None:
-        """Drop a dangling node nothing points to any more (it only existed as a target)."""
+        """Drop a node that only existed as a link target (dangling, or a file that is not a
+        note, like an image) once nothing points to it any more."""
         g = self._g
         if (
             node in g
-            and g.nodes[node].get("dangling")
+            and not g.nodes[node].get("note")
             and g.in_degree(node) == 0
             and g.out_degree(node) == 0
         ):
@@ -96,7 +97,7 @@ class GraphProjection:
             if g.in_degree(source) == 0:
                 g.remove_node(source)
             else:
-                g.nodes[source]["dangling"] = True
+                g.nodes[source].update(dangling=True, note=False)
             for t in targets:
                 if t != source:
                     self._gc(t)
@@ -110,6 +111,31 @@ class GraphProjection:
         """A file exists for ``path`` (also turns a dangling node into a real one)."""
         with self._lock:
             self._set_present(path)
+
+    def export_state(self) -> dict[str, Any]:
+        """Nodes, dangling flags and edges as JSON-able lists, for a cold-open snapshot."""
+        with self._lock:
+            g = self._g
+            nodes = list(g.nodes)
+            index = {n: i for i, n in enumerate(nodes)}
+            return {
+                "nodes": nodes,
+                "dangling": [bool(g.nodes[n].get("dangling")) for n in nodes],
+                "note": [bool(g.nodes[n].get("note")) for n in nodes],
+                "edges": [[index[s], index[t], sorted(d["predicates"], key=_pred_key)]
+                          for s, t, d in g.edges(data=True)],
+            }
+
+    def import_state(self, state: dict[str, Any]) -> None:
+        """Replace the graph with one from ``export_state`` (no link resolution needed)."""
+        nodes = state["nodes"]
+        g: nx.DiGraph = nx.DiGraph()
+        g.add_nodes_from((n, {"dangling": d, "note": k})
+                         for n, d, k in zip(nodes, state["dangling"], state["note"], strict=True))
+        g.add_edges_from((nodes[s], nodes[t], {"predicates": set(p)})
+                         for s, t, p in state["edges"])
+        with self._lock:
+            self._g = g
 
     # --- reads ------------------------------------------------------------------------------
 
