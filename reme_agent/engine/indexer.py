@@ -30,7 +30,13 @@ from reme_agent.engine.parser import parse_note
 from reme_agent.engine.projections.graph import GraphProjection
 from reme_agent.engine.projections.keyword import KeywordProjection
 from reme_agent.engine.projections.vector import VectorProjection
-from reme_agent.engine.snapshot import SNAPSHOT_NAME, Snapshot, read_snapshot, write_snapshot
+from reme_agent.engine.snapshot import (
+    SNAPSHOT_NAME,
+    Snapshot,
+    gc_paused,
+    read_snapshot,
+    write_snapshot,
+)
 from reme_agent.engine.state import BlockRow, FileRow, IndexState
 from reme_agent.engine.store import (
     NOT_UTF8_NAME,
@@ -169,8 +175,9 @@ class Indexer:
         generation = self.state.generation()
         if self._generation >= 0 and generation != self._generation:
             self.vector.reopen()  # another process indexed: drop chroma's per-process caches
-        if not self._load_snapshot():
-            self._load_state()
+        with gc_paused():
+            if not self._load_snapshot():
+                self._load_state()
         self._loaded = True
         self._generation = generation
 
@@ -239,16 +246,17 @@ class Indexer:
                 return False
             if not force and self._changed_since_snapshot == 0 and self.snapshot_path.exists():
                 return False
-            terms, ids, arrays = self.keyword.export_arrays()
-            path_index: dict[str, int] = {}
-            block_paths = self.block_paths
-            arrays["doc_path"] = np.fromiter(
-                (path_index.setdefault(block_paths[b], len(path_index)) for b in ids),
-                dtype=np.int32, count=len(ids))
-            snap = Snapshot(self._generation, terms, ids, list(path_index), arrays,
-                            dict(self.stamps), self.graph.export_state())
             started = time.perf_counter()
-            size = write_snapshot(self.snapshot_path, snap)
+            with gc_paused():
+                terms, ids, arrays = self.keyword.export_arrays()
+                path_index: dict[str, int] = {}
+                block_paths = self.block_paths
+                arrays["doc_path"] = np.fromiter(
+                    (path_index.setdefault(block_paths[b], len(path_index)) for b in ids),
+                    dtype=np.int32, count=len(ids))
+                snap = Snapshot(self._generation, terms, ids, list(path_index), arrays,
+                                dict(self.stamps), self.graph.export_state())
+                size = write_snapshot(self.snapshot_path, snap)
             log.info("wrote %s (%.1f MB) in %.2f s", self.snapshot_path.name, size / 1e6,
                      time.perf_counter() - started)
             self._snapshot_generation = self._generation

@@ -174,7 +174,8 @@ class FileStore:
         if base.is_file():
             return [self.relpath(base)]
         out: list[str] = []
-        stack = [base]
+        root = str(self.root) + os.sep
+        stack = [str(base)]
         while stack:
             folder = stack.pop()
             try:
@@ -196,9 +197,10 @@ class FileStore:
                     continue
                 if is_dir:
                     if recursive and not entry.is_symlink():
-                        stack.append(Path(entry.path))
+                        stack.append(entry.path)
                     continue
-                rel = self.relpath(Path(entry.path))
+                rel = (entry.path[len(root):].replace(os.sep, "/") if entry.path.startswith(root)
+                       else self.relpath(Path(entry.path)))
                 if pattern and not (fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(name, pattern)):
                     continue
                 out.append(rel)
@@ -213,7 +215,9 @@ class FileStore:
         fatal): with `skipped`, (printable path, reason) is appended there for the caller's
         report (filled as the generator runs) and the caller logs it; else it is logged here.
         """
-        stack = [self.root]
+        root = str(self.root)
+        cut = len(root) + 1  # relative paths by slicing: Path objects were half a no-op run
+        stack = [root]
         while stack:
             folder = stack.pop()
             try:
@@ -243,13 +247,15 @@ class FileStore:
                         skipped.append((shown, NOT_UTF8_NAME))
                     continue
                 if is_dir:
-                    stack.append(Path(entry.path))
+                    stack.append(entry.path)
                     continue
                 try:
                     st = entry.stat()
                 except OSError:
                     continue
-                yield self.relpath(Path(entry.path)), st.st_size, st.st_mtime_ns
+                rel = entry.path[cut:]
+                yield (rel if os.sep == "/" else rel.replace(os.sep, "/")), st.st_size, \
+                    st.st_mtime_ns
 
     @staticmethod
     def _sweep_temp(entry: os.DirEntry[str], max_age: float = 600.0) -> None:

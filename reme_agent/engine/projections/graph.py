@@ -122,8 +122,8 @@ class GraphProjection:
                 "nodes": nodes,
                 "dangling": [bool(g.nodes[n].get("dangling")) for n in nodes],
                 "note": [bool(g.nodes[n].get("note")) for n in nodes],
-                "edges": [[index[s], index[t], sorted(d["predicates"], key=_pred_key)]
-                          for s, t, d in g.edges(data=True)],
+                "edges": [[index[s], index[t], list(d["predicates"])]
+                          for s, nbrs in g.adjacency() for t, d in nbrs.items()],
             }
 
     def import_state(self, state: dict[str, Any]) -> None:
