@@ -183,13 +183,16 @@ def watch(obj: _Ctx, vault: str | None, as_json: bool, configs: tuple[str, ...],
             click.echo(json.dumps({"changed": report.changed_files, "deleted": report.deleted_files,
                                    "embedded": report.embedded}, ensure_ascii=False), err=True)
 
-    with VaultWatcher(v.root, on_change, debounce=debounce):
-        deadline = time.monotonic() + seconds if seconds else None
-        try:
-            while deadline is None or time.monotonic() < deadline:
-                time.sleep(0.2)
-        except KeyboardInterrupt:
-            pass
+    try:
+        with VaultWatcher(v.root, on_change, debounce=debounce):
+            deadline = time.monotonic() + seconds if seconds else None
+            try:
+                while deadline is None or time.monotonic() < deadline:
+                    time.sleep(0.2)
+            except KeyboardInterrupt:
+                pass
+    finally:
+        v.close()  # writes the cold-open snapshot the path-limited runs postponed
 
 
 @cli.command()
