@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from reme_agent.engine.links import Link, LinkResolver
+from reme_agent.engine.locks import flock_until
 from reme_agent.engine.parser import parse_note
 from reme_agent.engine.projections.graph import GraphProjection
 from reme_agent.engine.projections.keyword import KeywordProjection
@@ -627,16 +628,9 @@ class _FileLock:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
-            deadline = time.monotonic() + self.timeout
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        os.close(fd)
-                        raise IndexLocked(str(self.path)) from None
-                    self._sleep(0.05)
+            if not flock_until(fd, self.timeout, self._sleep):
+                os.close(fd)
+                raise IndexLocked(str(self.path))
         except BaseException:
             self._thread_lock.release()
             raise

@@ -23,7 +23,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -174,36 +174,10 @@ class FileStore:
         if base.is_file():
             return [self.relpath(base)]
         out: list[str] = []
-        root = str(self.root) + os.sep
-        stack = [str(base)]
-        while stack:
-            folder = stack.pop()
-            try:
-                entries = list(os.scandir(folder))
-            except OSError:
+        for entry, rel in self._walk(base, recursive=recursive, follow_dir_links=False):
+            if pattern and not (fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(entry.name, pattern)):
                 continue
-            for entry in entries:
-                name = entry.name
-                if name.startswith(".tmp-") or self._leads_outside(entry):
-                    continue
-                try:
-                    is_dir = entry.is_dir()
-                except OSError:
-                    continue
-                if is_dir and name in self.ignored:
-                    continue
-                if not is_utf8(name):
-                    log.warning("skipped %s: %s", _shown(entry.path, self.root), NOT_UTF8_NAME)
-                    continue
-                if is_dir:
-                    if recursive and not entry.is_symlink():
-                        stack.append(entry.path)
-                    continue
-                rel = (entry.path[len(root):].replace(os.sep, "/") if entry.path.startswith(root)
-                       else self.relpath(Path(entry.path)))
-                if pattern and not (fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(name, pattern)):
-                    continue
-                out.append(rel)
+            out.append(rel)
         return sorted(out)
 
     def scan(self, extensions: tuple[str, ...],
@@ -215,9 +189,27 @@ class FileStore:
         fatal): with `skipped`, (printable path, reason) is appended there for the caller's
         report (filled as the generator runs) and the caller logs it; else it is logged here.
         """
-        root = str(self.root)
-        cut = len(root) + 1  # relative paths by slicing: Path objects were half a no-op run
-        stack = [root]
+        for entry, rel in self._walk(self.root, want=lambda name: name.lower().endswith(extensions),
+                                     sweep=True, skipped=skipped):
+            try:
+                st = entry.stat()
+            except OSError:
+                continue
+            yield rel, st.st_size, st.st_mtime_ns
+
+    def _walk(self, base: Path, *, recursive: bool = True, follow_dir_links: bool = True,
+              want: Callable[[str], bool] | None = None, sweep: bool = False,
+              skipped: list[tuple[str, str]] | None = None,
+              ) -> Iterator[tuple[os.DirEntry[str], str]]:
+        """(entry, vault-relative path) of every file under `base` that `want`s its name.
+
+        One scandir walk for `list` and `scan`: internal folders, temp files (swept when
+        `sweep` and stale), symlinks leading outside and names that are not UTF-8 are left
+        out; relative paths are sliced from the entry's path (Path objects were half the cost
+        of a no-op index run).
+        """
+        root = str(self.root) + os.sep
+        stack = [str(base)]
         while stack:
             folder = stack.pop()
             try:
@@ -227,7 +219,8 @@ class FileStore:
             for entry in entries:
                 name = entry.name
                 if name.startswith(".tmp-"):
-                    self._sweep_temp(entry)
+                    if sweep:
+                        self._sweep_temp(entry)
                     continue
                 if self._leads_outside(entry):
                     continue
@@ -237,7 +230,7 @@ class FileStore:
                     continue
                 if is_dir and name in self.ignored:
                     continue
-                if not is_dir and not name.lower().endswith(extensions):
+                if not is_dir and want is not None and not want(name):
                     continue
                 if not is_utf8(name):
                     shown = _shown(entry.path, self.root)
@@ -247,15 +240,12 @@ class FileStore:
                         skipped.append((shown, NOT_UTF8_NAME))
                     continue
                 if is_dir:
-                    stack.append(entry.path)
+                    if recursive and (follow_dir_links or not entry.is_symlink()):
+                        stack.append(entry.path)
                     continue
-                try:
-                    st = entry.stat()
-                except OSError:
-                    continue
-                rel = entry.path[cut:]
-                yield (rel if os.sep == "/" else rel.replace(os.sep, "/")), st.st_size, \
-                    st.st_mtime_ns
+                path = entry.path
+                yield entry, (path[len(root):].replace(os.sep, "/") if path.startswith(root)
+                              else self.relpath(Path(path)))
 
     @staticmethod
     def _sweep_temp(entry: os.DirEntry[str], max_age: float = 600.0) -> None:

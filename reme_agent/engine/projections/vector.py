@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from reme_agent.engine.embedders import Embedder, make_embedder
+from reme_agent.engine.locks import flock_until
 from reme_agent.errors import BackendError, ConfigError, ReMeError
 
 __all__ = ["EF_NAME", "STORE_LOCK_TIMEOUT", "VectorProjection", "http_client"]
@@ -252,20 +253,13 @@ def _store_lock(path: Path, timeout: float = STORE_LOCK_TIMEOUT) -> Iterator[Non
     lock.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise BackendError(
-                        f"Timed out after {timeout:g} s waiting for {lock} to open the chroma "
-                        f"store at {path}.",
-                        "Another process is opening the same store and seems stuck; stop it "
-                        "or delete the lock file if no reme-agent process is running.",
-                    ) from None
-                time.sleep(0.05)
+        if not flock_until(fd, timeout):
+            raise BackendError(
+                f"Timed out after {timeout:g} s waiting for {lock} to open the chroma "
+                f"store at {path}.",
+                "Another process is opening the same store and seems stuck; stop it "
+                "or delete the lock file if no reme-agent process is running.",
+            )
         try:
             yield
         finally:
