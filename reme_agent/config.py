@@ -2,12 +2,14 @@
 
 Precedence, most explicit first: explicit overrides (CLI flags) > `REME_*` environment
 variables (nested keys joined by `__`, e.g. `REME_SEARCH__VECTOR_WEIGHT=0.3`) > YAML files
-(`configs/*.yaml` given with --config, then `<vault>/.reme/config.yaml`) > the defaults below.
+(`configs/*.yaml` given with --config, then `<vault>/.reme/config.yaml`, which may set only
+the sections in VAULT_LOCAL_SECTIONS) > the defaults below.
 Everything below the composition roots receives plain values as arguments.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,6 +19,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from reme_agent.errors import ConfigError
+
+log = logging.getLogger("reme_agent.config")
 
 
 class _Section(BaseModel):
@@ -103,10 +107,21 @@ class ModelSettings(_Section):
 
 
 class ToolkitSettings(_Section):
+    """What tools may touch. Boundaries: never read from a config file inside the vault."""
+
     upload_dirs: list[str] = Field(
         [], description="Local folders `upload` may read from (empty = uploads refused).")
     download_dirs: list[str] = Field(
         [], description="Local folders `download` may write into (empty = downloads refused).")
+    note_extensions: list[str] = Field(
+        [".md", ".markdown"], description="Notes tools may write (frontmatter + Markdown).")
+    attachment_extensions: list[str] = Field(
+        [".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".avif", ".pdf", ".mp3", ".wav",
+         ".m4a", ".ogg", ".flac", ".webm", ".mp4", ".mov", ".mkv", ".ogv", ".3gp", ".txt",
+         ".csv", ".tsv", ".log"],
+        description="Inert attachments tools may upload, copy, move or delete (Obsidian's "
+        "embeddable types without SVG, plus plain text and tables). Nothing a program would "
+        "run or read as its configuration (.sh, .py, .js, .json, .yaml, .html, .svg).")
 
 
 class JobSettings(_Section):
@@ -220,6 +235,25 @@ def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
     return out
 
 
+VAULT_LOCAL_SECTIONS = ("embedder", "index", "search", "jobs", "maintain", "autolink")
+"""Sections a vault's own `.reme/config.yaml` may set. The rest are boundaries and secrets
+(`toolkit` upload/download folders, `model` endpoint and key variable, `vector` paths and
+hosts): a vault someone else wrote must not widen what tools may reach or where text goes,
+so those come only from the user's config outside the vault, the environment or flags."""
+
+
+def _vault_local(vault: Path) -> dict[str, Any]:
+    path = vault / ".reme" / "config.yaml"
+    if not path.is_file():
+        return {}
+    data = _read_yaml(path)
+    refused = sorted(k for k in data if k not in VAULT_LOCAL_SECTIONS)
+    if refused:
+        log.warning("ignored %s in %s: boundaries and model settings come only from your own "
+                    "config (--config), REME_* variables or flags", ", ".join(refused), path)
+    return {k: v for k, v in data.items() if k in VAULT_LOCAL_SECTIONS}
+
+
 def load_settings(
     config_files: list[Path] | None = None,
     vault: Path | None = None,
@@ -228,8 +262,8 @@ def load_settings(
 ) -> Settings:
     """Build Settings with the documented precedence; raise ConfigError naming the bad key."""
     data: dict[str, Any] = {}
-    if vault is not None and (vault / ".reme" / "config.yaml").is_file():
-        data = deep_merge(data, _read_yaml(vault / ".reme" / "config.yaml"))
+    if vault is not None:
+        data = deep_merge(data, _vault_local(vault))
     for path in config_files or []:
         data = deep_merge(data, _read_yaml(Path(path)))
     data = deep_merge(data, _env_overrides(dict(os.environ if environ is None else environ)))
@@ -247,7 +281,8 @@ def reference_yaml() -> str:
     lines = ["# reme-agent configuration reference, generated from reme_agent/config.py",
              "# (`reme-agent config --reference`). Every key is optional; values shown are defaults.",
              "# Precedence: CLI flags > REME_<SECTION>__<KEY> env vars > --config files >",
-             "# <vault>/.reme/config.yaml > these defaults.", ""]
+             "# <vault>/.reme/config.yaml (only the sections a vault may set: "
+             f"{', '.join(VAULT_LOCAL_SECTIONS)}) > these defaults.", ""]
     for section, field in Settings.model_fields.items():
         model = field.annotation
         doc = (model.__doc__ or "").strip().splitlines()[0] if model.__doc__ else ""

@@ -47,7 +47,7 @@ from reme_agent.engine.store import (
     printable,
     stamp_of,
 )
-from reme_agent.errors import IndexLocked, NotText
+from reme_agent.errors import IndexLocked, NotText, PathEscape
 
 log = logging.getLogger("reme_agent.index")
 
@@ -305,10 +305,13 @@ class Indexer:
         if only is not None:
             kept = []
             for p in only:
-                if is_utf8(p):
-                    kept.append(self.store.normalize(p))
-                else:  # a watcher batch must not fail over one badly named file
+                if not is_utf8(p):  # a watcher batch must not fail over one badly named file
                     self._skip(report, printable(p), NOT_UTF8_NAME)
+                    continue
+                try:
+                    kept.append(self.store.normalize(p))
+                except PathEscape as exc:  # a hidden or unusable name: never a note
+                    self._skip(report, printable(p), exc.message)
             only = list(dict.fromkeys(kept))
         if full:
             self.vector.reset()

@@ -2,7 +2,12 @@
 
 Every path is vault-relative and POSIX-style. `..`, absolute paths, Windows drive paths and
 symlinks leading outside the vault are refused, and so is text that cannot be a file name
-(a lone surrogate, a name over 255 bytes), so the OS never raises past the store. Writes go
+(a lone surrogate, a name over 255 bytes), so the OS never raises past the store. Hidden
+names (any path component starting with `.`, any case: `.git/`, `.obsidian/`, `.reme/`,
+`.trash/`) belong to other programs: they are refused, never listed and never indexed, also
+when a symlink inside the vault leads there; so are names with control characters (a
+newline forges lines in a listing, ESC reaches the terminal). A rewrite never keeps an
+executable bit (DESIGN §2). Writes go
 to a temp file in the same folder, are fsynced and renamed (or, for a create, hard-linked)
 onto the target, so a crash leaves the old or the new file, never a torn one. CAS (`read_stamped` / `write_if_unchanged`) compares a sha256 stamp of the bytes
 under a per-file lock, so concurrent writers (threads or processes) never lose an update.
@@ -20,7 +25,7 @@ import fnmatch
 import hashlib
 import logging
 import os
-import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -70,6 +75,9 @@ class FileStore:
         raw = rel.strip().replace("\\", "/")
         if "\x00" in raw:
             raise PathEscape(rel, "it contains a NUL byte")
+        bad = control_char(raw)
+        if bad is not None:
+            raise PathEscape(rel, f"it contains the control character U+{ord(bad):04X}")
         try:
             size = len(raw.encode("utf-8"))
         except UnicodeEncodeError:  # a lone surrogate: valid in JSON, not in a file name
@@ -82,8 +90,9 @@ class FileStore:
             raise PathEscape(rel, "'..' is not allowed")
         if not parts:
             raise PathEscape(rel, "the path names the vault itself")
-        if parts[0] == INTERNAL_DIR:
-            raise PathEscape(rel, f"{INTERNAL_DIR}/ holds the index, not notes")
+        hidden = next((p for p in parts if is_hidden(p)), None)
+        if hidden is not None:
+            raise PathEscape(rel, hidden_reason(hidden))
         long = next((p for p in parts if len(p.encode("utf-8")) > NAME_MAX), None)
         if long is not None:
             raise PathEscape(_shorten(rel), f"the name {_shorten(long)!r} is over {NAME_MAX} "
@@ -105,19 +114,26 @@ class FileStore:
             raise PathEscape(norm, f"it cannot be resolved ({reason})") from None
         if not self._inside(real):
             raise PathEscape(rel, "it resolves (through a symlink) outside the vault")
+        hidden = next((p for p in real.relative_to(self.root).parts if is_hidden(p)), None)
+        if hidden is not None:  # a symlink inside the vault that leads into .reme/, .git/...
+            raise PathEscape(rel, "it resolves (through a symlink) into "
+                             + hidden_reason(hidden).split(";")[0])
         return target
 
     def _inside(self, real: Path) -> bool:
         return real == self.root or self.root in real.parents
 
-    def _leads_outside(self, entry: os.DirEntry[str]) -> bool:
-        """A symlink whose target is outside the vault (never listed, indexed or followed)."""
+    def _forbidden_link(self, entry: os.DirEntry[str]) -> bool:
+        """A symlink leading outside the vault or into a hidden folder (never listed,
+        indexed or followed)."""
         if not entry.is_symlink():
             return False
         try:
-            return not self._inside(Path(entry.path).resolve())
+            real = Path(entry.path).resolve()
         except (OSError, RuntimeError):
             return True
+        return not self._inside(real) or any(
+            is_hidden(p) for p in real.relative_to(self.root).parts)
 
     def relpath(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
@@ -164,8 +180,9 @@ class FileStore:
     def list(self, prefix: str = "", recursive: bool = True, pattern: str | None = None) -> list[str]:
         """Files under `prefix` (vault-relative, sorted), skipping internal folders.
 
-        Every listed path can be read: symlinks leading outside the vault and names that are
-        not UTF-8 are left out (one such file must not break `list`, lint or tags for all).
+        Every listed path can be read: hidden names, symlinks leading outside the vault or
+        into a hidden folder, and names that are not UTF-8 or hold control characters are
+        left out (one such file must not break `list`, lint or tags for all).
         Symlinked folders are not followed.
         """
         base = self.resolve(prefix) if prefix else self.root
@@ -222,7 +239,7 @@ class FileStore:
                     if sweep:
                         self._sweep_temp(entry)
                     continue
-                if self._leads_outside(entry):
+                if is_hidden(name) or self._forbidden_link(entry):
                     continue
                 try:
                     is_dir = entry.is_dir()
@@ -232,12 +249,13 @@ class FileStore:
                     continue
                 if not is_dir and want is not None and not want(name):
                     continue
-                if not is_utf8(name):
+                problem = name_problem(name)
+                if problem is not None:
                     shown = _shown(entry.path, self.root)
                     if skipped is None:
-                        log.warning("skipped %s: %s", shown, NOT_UTF8_NAME)
+                        log.warning("skipped %s: %s", shown, problem)
                     else:
-                        skipped.append((shown, NOT_UTF8_NAME))
+                        skipped.append((shown, problem))
                     continue
                 if is_dir:
                     if recursive and (follow_dir_links or not entry.is_symlink()):
@@ -291,7 +309,7 @@ class FileStore:
         with self.lock(rel):
             return self._atomic_write(self.resolve(rel), data)
 
-    def create(self, rel: str, text: str) -> str:
+    def create(self, rel: str, text: str | bytes) -> str:
         """Create a new file; NoteExists if it is already there (a lost race).
 
         The bytes go to a fsynced temp file first, then `os.link` puts it at the path: atomic,
@@ -300,7 +318,7 @@ class FileStore:
         """
         path = self.resolve(rel)
         norm = self.normalize(rel)
-        data = text.encode("utf-8")
+        data = _bytes(text)
         if os.path.lexists(path):
             raise NoteExists(norm)  # cheap early refusal; the link below is the real check
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -333,7 +351,7 @@ class FileStore:
                 raise NoteExists(norm)
             os.replace(tmp, path)
 
-    def write_if_unchanged(self, rel: str, text: str, stamp: str | None) -> str:
+    def write_if_unchanged(self, rel: str, text: str | bytes, stamp: str | None) -> str:
         """CAS write: replace only if the file still has `stamp` (None = must not exist yet)."""
         norm = self.normalize(rel)
         with self.lock(rel):
@@ -341,7 +359,7 @@ class FileStore:
             current = stamp_of(path.read_bytes()) if path.is_file() else None
             if current != stamp:
                 raise StampChanged(norm, stamp or "absent", current)
-            return self._atomic_write(path, text.encode("utf-8"))
+            return self._atomic_write(path, _bytes(text))
 
     def delete(self, rel: str) -> None:
         path = self.resolve(rel)
@@ -377,10 +395,10 @@ class FileStore:
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
-            if path.exists():
-                shutil.copymode(path, tmp)
-            else:
-                os.chmod(tmp, 0o644)
+            # Keep the old read/write bits, never an executable one: a tool rewriting a
+            # file must not leave behind something the system would run.
+            mode = stat.S_IMODE(path.stat().st_mode) & 0o666 if path.exists() else 0o644
+            os.chmod(tmp, mode)
             os.replace(tmp, path)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
@@ -403,6 +421,31 @@ def printable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+def is_hidden(name: str) -> bool:
+    """A dot name (`.git`, `.Obsidian`, `.REME`): it belongs to another program."""
+    return name.startswith(".")
+
+
+def hidden_reason(name: str) -> str:
+    return (f"{name!r} is hidden (a dot name); hidden folders such as .git/, .obsidian/ and "
+            ".reme/ belong to other programs, and tools never read or change them")
+
+
+def control_char(text: str) -> str | None:
+    """The first C0/C1 control character or DEL in `text`, if any."""
+    return next((c for c in text if ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0), None)
+
+
+def name_problem(name: str) -> str | None:
+    """Why a file name found on disk cannot become a vault path, or None."""
+    if not is_utf8(name):
+        return NOT_UTF8_NAME
+    bad = control_char(name)
+    if bad is not None:
+        return f"the file name holds the control character U+{ord(bad):04X}; rename it"
+    return None
+
+
 def is_utf8(name: str) -> bool:
     """False for a name the OS gave back with undecodable bytes (surrogate escapes)."""
     try:
@@ -415,7 +458,8 @@ def is_utf8(name: str) -> bool:
 def _shown(path: str, root: Path) -> str:
     """A vault-relative path with undecodable bytes shown as escapes, e.g. 'caf\\xe9/n.md'."""
     rel = os.path.relpath(path, root)
-    return os.fsencode(rel).decode("utf-8", "backslashreplace").replace(os.sep, "/")
+    text = os.fsencode(rel).decode("utf-8", "backslashreplace").replace(os.sep, "/")
+    return "".join(f"\\x{ord(c):02x}" if control_char(c) else c for c in text)
 
 
 def _shorten(text: str, limit: int = 60) -> str:
@@ -424,6 +468,10 @@ def _shorten(text: str, limit: int = 60) -> str:
 
 
 _NO_HARD_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.EXDEV}
+
+
+def _bytes(content: str | bytes) -> bytes:
+    return content.encode("utf-8") if isinstance(content, str) else content
 
 
 def decode_text(data: bytes, path: str = "") -> str:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from reme_agent.engine.store import INTERNAL_DIR
+from reme_agent.engine.store import INTERNAL_DIR, is_hidden
 
 log = logging.getLogger("reme_agent.watch")
 
@@ -45,7 +45,7 @@ class VaultWatcher:
         except ValueError:
             return None
         parts = rel.parts
-        if not parts or parts[0] in self.ignored or parts[-1].startswith(".tmp-"):
+        if not parts or parts[0] in self.ignored or any(is_hidden(p) for p in parts):
             return None
         return rel.as_posix()
 

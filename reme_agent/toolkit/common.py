@@ -20,7 +20,6 @@ from reme_agent.engine.indexer import note_aliases, note_title
 from reme_agent.engine.links import LinkResolver, extract_links
 from reme_agent.engine.parser import split_frontmatter
 from reme_agent.errors import InvalidArgument, NoteNotFound, NotText
-from reme_agent.schema.layout import META, RESOURCE, layer_of
 
 if TYPE_CHECKING:
     from reme_agent.engine.state import FileRow
@@ -140,18 +139,6 @@ def norm_folder(vault: Vault, folder: str) -> str:
                               f"Top folders are: {', '.join(tops) or '(none)'}; "
                               "pass '' for the whole vault.")
     return norm
-
-
-def guard_writable(path: str, exists: bool) -> None:
-    """meta/ is derived and resource/ is immutable: tools do not rewrite either."""
-    layer = layer_of(path)
-    if layer == META:
-        raise InvalidArgument(f"Refused write to {path!r}: meta/ holds derived maintenance "
-                              "signals, rebuilt by the maintainer.",
-                              "Write notes under knowledge/ or daily/.")
-    if layer == RESOURCE and exists:
-        raise InvalidArgument(f"Refused to change {path!r}: resource/ files are immutable "
-                              "materials.", "Write a note that links to it instead.")
 
 
 def refresh(vault: Vault, paths: list[str]) -> str | None:

@@ -30,8 +30,14 @@ from reme_agent.errors import (
     PathEscape,
     StampChanged,
 )
-from reme_agent.schema.layout import META, RESOURCE, layer_of
-from reme_agent.toolkit.common import VaultScan, guard_writable, is_note, refresh, split_raw
+from reme_agent.schema.layout import RESOURCE, layer_of
+from reme_agent.toolkit.common import VaultScan, is_note, refresh, split_raw
+from reme_agent.toolkit.policy import (
+    check_change,
+    check_destination_folder,
+    check_link_safe_name,
+    file_kind,
+)
 from reme_agent.toolkit.results import ToolResult, tool
 
 if TYPE_CHECKING:
@@ -66,8 +72,11 @@ def move(vault: Vault, src: str, dst: str) -> ToolResult:
         raise NoteNotFound(s, vault.store.suggest(s))
     if vault.store.resolve(d).exists():
         raise NoteExists(d)
-    if META in (layer_of(s), layer_of(d)):
-        raise InvalidArgument("Refused: meta/ holds derived signals; files there are not moved.")
+    kind = check_change(vault, s, "move", exists=True)
+    check_change(vault, d, "move", exists=False, want=kind)
+    check_destination_folder(vault, d)
+    if kind == "note":
+        check_link_safe_name(d, "move")
     scan = VaultScan(vault)
     edits = _retarget_plan(vault, scan, s, d)
     _apply_move(vault, edits, s, d)
@@ -80,13 +89,18 @@ def move(vault: Vault, src: str, dst: str) -> ToolResult:
 
 
 @tool
-def copy(vault: Vault, src: str, dst: str, overwrite: bool = False) -> ToolResult:
+def copy(vault: Vault, src: str, dst: str, overwrite: bool = False,
+         stamp: str | None = None) -> ToolResult:
     """Copy a file to a new path inside the vault (links to the original are not changed).
+
+    Replacing an existing file is a rewrite of it: pass overwrite=true and the stamp that
+    `read` (or `stat`) gave for dst; a note's existing [[links]] must survive the copy.
 
     Args:
         src: Vault-relative path of the file to copy.
         dst: Vault-relative path of the copy.
-        overwrite: Replace dst if it already exists.
+        overwrite: Replace dst if it already exists (needs `stamp`).
+        stamp: The stamp of dst from `read`/`stat`; required to replace an existing file.
     """
     s, d = vault.store.normalize(src), vault.store.normalize(dst)
     if s == d:
@@ -94,13 +108,27 @@ def copy(vault: Vault, src: str, dst: str, overwrite: bool = False) -> ToolResul
     if not vault.store.exists(s):
         raise NoteNotFound(s, vault.store.suggest(s))
     exists = vault.store.resolve(d).exists()
-    guard_writable(d, exists)
+    kind = check_change(vault, d, "copy", exists=exists, want=file_kind(vault, s))
     if exists and not overwrite:
         raise NoteExists(d)
-    stamp = vault.store.copy(s, d, overwrite=overwrite)
-    warning = refresh(vault, [d]) if is_note(vault, d) else None
-    return ToolResult({"src": s, "dst": d, "stamp": stamp, "warning": warning},
-                      f"Copied {s} -> {d} (stamp {stamp})" + (f"; {warning}" if warning else ""))
+    if exists and stamp is None:
+        raise InvalidArgument(f"Refused to replace {d!r} without its stamp.",
+                              f"Read {d!r} first and pass its stamp with overwrite=true.")
+    if kind == "note":
+        from reme_agent.toolkit.notes import write_note  # a rewrite obeys E-1 and the stamp
+
+        if not exists:
+            check_link_safe_name(d, "copy")
+        wrote = write_note(vault, d, text=vault.store.read_text(s), overwrite=exists,
+                           stamp=stamp)
+        new_stamp, warning = wrote.data["stamp"], wrote.data["warning"]
+    else:
+        data = vault.store.read_bytes(s)
+        new_stamp = (vault.store.write_if_unchanged(d, data, stamp) if exists
+                     else vault.store.create(d, data))
+        warning = None
+    return ToolResult({"src": s, "dst": d, "stamp": new_stamp, "warning": warning},
+                      f"Copied {s} -> {d} (stamp {new_stamp})" + (f"; {warning}" if warning else ""))
 
 
 @tool
@@ -112,10 +140,9 @@ def delete(vault: Vault, path: str, stamp: str | None = None) -> ToolResult:
         stamp: Optional stamp from `read`; the delete is refused if the file changed since.
     """
     norm = vault.store.normalize(path)
+    check_change(vault, norm, "delete", exists=True)
     if not vault.store.exists(norm):
         raise NoteNotFound(norm, vault.store.suggest(norm))
-    if layer_of(norm) == META:
-        raise InvalidArgument("Refused: meta/ holds derived signals, managed by the maintainer.")
     current = vault.store.stamp(norm)
     if stamp is not None and stamp != current:
         raise StampChanged(norm, stamp, current)
@@ -154,11 +181,12 @@ def upload(vault: Vault, local_path: str, dest: str | None = None) -> ToolResult
                               f"Use e.g. 'resource/{source.name}'.")
     if vault.store.resolve(norm).exists():
         raise NoteExists(norm)
+    check_change(vault, norm, "upload", exists=False)
     size = source.stat().st_size
     if size > vault.store.max_read_bytes:
         raise InvalidArgument(f"{local_path!r} is {size} bytes; the limit is "
                               f"{vault.store.max_read_bytes}.")
-    stamp = vault.store.write_bytes(norm, source.read_bytes())
+    stamp = vault.store.create(norm, source.read_bytes())
     warning = refresh(vault, [norm]) if is_note(vault, norm) else None
     return ToolResult({"local_path": str(source), "path": norm, "stamp": stamp, "bytes": size,
                        "warning": warning}, f"Uploaded {source} -> {norm} ({size} bytes)")

@@ -24,7 +24,6 @@ from reme_agent.errors import (
 from reme_agent.schema.frontmatter import status_move_error, type_errors
 from reme_agent.toolkit.common import (
     VaultScan,
-    guard_writable,
     index_rows,
     is_note,
     norm_folder,
@@ -33,6 +32,7 @@ from reme_agent.toolkit.common import (
     short,
     split_raw,
 )
+from reme_agent.toolkit.policy import check_change, check_link_safe_name
 from reme_agent.toolkit.results import ToolResult, tool
 
 if TYPE_CHECKING:
@@ -182,7 +182,9 @@ def write_note(vault: Vault, path: str, body: str | None = None,
     if text is None and body is None and frontmatter is None:
         raise InvalidArgument("Nothing to write.", "Pass `body` (and `frontmatter`) or `text`.")
     exists = vault.store.exists(norm)
-    guard_writable(norm, exists)
+    check_change(vault, norm, "write", exists=exists, want="note")
+    if not exists:
+        check_link_safe_name(norm, "write")
     current = vault.store.read_stamped(norm) if exists else None
     _check_stamp(norm, current, overwrite, stamp)
     new_text = text if text is not None else _compose(norm, current, body, frontmatter)
@@ -235,7 +237,7 @@ def edit_properties(vault: Vault, path: str, set_: Mapping[str, Any] | None = No
     norm = vault.store.normalize(path)
     for _ in range(_CAS_TRIES):
         text, current = vault.store.read_stamped(norm)
-        guard_writable(norm, True)
+        check_change(vault, norm, "write", exists=True, want="note")
         if stamp is not None and stamp != current:
             raise StampChanged(norm, stamp, current)
         fm, _head, body, error = split_raw(text, norm)

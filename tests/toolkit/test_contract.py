@@ -27,7 +27,7 @@ CONTRACT: dict[str, tuple[str, list[str], bool, bool]] = {
     "tags_list": ("tags", ["folder", "limit"], True, False),
     "tags_stat": ("tags", ["tag", "folder"], True, False),
     "move": ("fileops", ["src", "dst"], False, False),
-    "copy": ("fileops", ["src", "dst", "overwrite"], False, False),
+    "copy": ("fileops", ["src", "dst", "overwrite", "stamp"], False, False),
     "delete": ("fileops", ["path", "stamp"], False, True),
     "upload": ("fileops", ["local_path", "dest"], False, False),
     "download": ("fileops", ["path", "local_path", "overwrite"], False, False),
