@@ -155,7 +155,7 @@ def kind_chart(data: dict[str, Any], path: Path) -> Path:
     left.set_xticklabels(kinds, rotation=30, ha="right", fontsize=8)
     left.set_ylim(0, 1.05)
     left.set_title(f"{data['dataset']} · default search() per kind ({data['embedder']})")
-    left.legend(fontsize=7, loc="upper right")
+    left.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=4, frameon=False)
     rows = [c for c in (_find(data, s) for s in PICKS) if c is not None]
     grid = np.array([[(empty_share(c) if k == NO_MATCH else kind_value(c, k, "mrr")) or 0.0
                       for k in kinds] for c in rows])
