@@ -55,11 +55,14 @@ def build_chat_model(cfg: ModelSettings, job: str = "this") -> Any:
     )
 
     common: dict[str, Any] = {"model": cfg.model, "stream": cfg.stream, "max_retries": 0}
+    # The openai and anthropic SDKs retry twice on their own by default: off, or each of our
+    # backoff attempts would be three HTTP requests.
+    sdk = {"client_kwargs": {"max_retries": 0}}
     if cfg.provider == "openai":
         key = _api_key(cfg, required=cfg.base_url is None) or "not-needed"
         params = m.OpenAIChatModel.Parameters(temperature=cfg.temperature, max_tokens=cfg.max_tokens)
         return m.OpenAIChatModel(credential=OpenAICredential(api_key=key, base_url=cfg.base_url),
-                                 parameters=params, **common)
+                                 parameters=params, **common, **sdk)
     if cfg.provider == "dashscope":
         cred = DashScopeCredential(api_key=_api_key(cfg, True), base_url=cfg.base_url)
         params = m.DashScopeChatModel.Parameters(temperature=cfg.temperature,
@@ -69,12 +72,12 @@ def build_chat_model(cfg: ModelSettings, job: str = "this") -> Any:
         cred = AnthropicCredential(api_key=_api_key(cfg, True), base_url=cfg.base_url)
         params = m.AnthropicChatModel.Parameters(temperature=cfg.temperature,
                                                  max_tokens=cfg.max_tokens or 4096)
-        return m.AnthropicChatModel(credential=cred, parameters=params, **common)
+        return m.AnthropicChatModel(credential=cred, parameters=params, **common, **sdk)
     if cfg.provider == "deepseek":
         cred = DeepSeekCredential(api_key=_api_key(cfg, True), base_url=cfg.base_url)
         params = m.DeepSeekChatModel.Parameters(temperature=cfg.temperature,
                                                 max_tokens=cfg.max_tokens)
-        return m.DeepSeekChatModel(credential=cred, parameters=params, **common)
+        return m.DeepSeekChatModel(credential=cred, parameters=params, **common, **sdk)
     if cfg.provider == "ollama":
         try:
             params = m.OllamaChatModel.Parameters(temperature=cfg.temperature,

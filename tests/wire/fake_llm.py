@@ -16,7 +16,8 @@ and answers, turn by turn from a script, exactly as a provider would over HTTP:
 Only the model's decisions are scripted; the client, its formatter, the tool schemas it sends
 and its parsing of the answers are the real ones. A turn is a reply (a `str` of final text,
 or a sequence of `Call` and text) or a callable that receives every request body so far and
-returns a reply, so a script can echo what a tool answered (a stamp). Every request is kept
+returns a reply, so a script can echo what a tool answered (a stamp), or a `Status` to answer
+with an HTTP error (a rate limit, an overloaded server). Every request is kept
 (`server.requests`, `server.bodies`) for the test to assert on what the client sent.
 
 A callable turn that raises, an exhausted script or an unknown path is answered with HTTP 400
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["Call", "Request", "ScriptedLLMServer", "call", "tool_messages"]
+__all__ = ["Call", "Request", "ScriptedLLMServer", "Status", "call", "tool_messages"]
 
 
 @dataclass(frozen=True)
@@ -53,8 +54,16 @@ def call(name: str, /, **args: Any) -> Call:
     return Call(name, json.dumps(args, ensure_ascii=False))
 
 
+@dataclass(frozen=True)
+class Status:
+    """A turn answered with an HTTP error, as a provider under load answers (429, 500, 503)."""
+
+    code: int
+    message: str = "scripted provider error"
+
+
 Reply = str | Sequence[Call | str]
-Turn = Reply | Callable[[list[dict[str, Any]]], Reply]
+Turn = Reply | Status | Callable[[list[dict[str, Any]]], Reply]
 
 
 @dataclass
@@ -125,13 +134,16 @@ class ScriptedLLMServer:
         return len(self._turns)
 
     # -- one request ------------------------------------------------------------------------
-    def answer(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> _Answer:
+    def answer(self, path: str, headers: dict[str, str],
+               body: dict[str, Any]) -> _Answer | Status:
         """Record the request and compute the next scripted reply (raises ValueError on misuse)."""
         with self._lock:
             self.requests.append(Request(path, headers, body))
             if not self._turns:
                 raise ValueError(f"script exhausted after {len(self.requests) - 1} requests")
             turn = self._turns.pop(0)
+            if isinstance(turn, Status):
+                return turn
             reply = turn(self.bodies) if callable(turn) else turn
             if isinstance(reply, str):
                 return _Answer(reply)
@@ -253,6 +265,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.script.fail(f"{path}: {type(exc).__name__}: {exc}\n{traceback.format_exc()}")
             self._json(400, {"error": {"message": f"scripted server: {exc}",
                                        "type": "invalid_request_error"}})
+            return
+        if isinstance(answer, Status):
+            self._json(answer.code, {"error": {"message": answer.message, "type": "server_error"}})
             return
         n = len(self.script.requests)
         model = body.get("model") or self.script.model

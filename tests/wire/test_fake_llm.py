@@ -91,8 +91,8 @@ def test_a_callable_turn_sees_every_request_so_far() -> None:
 
 
 def test_an_exhausted_script_answers_400_and_fails_the_test() -> None:
-    with pytest.raises(AssertionError, match="script exhausted after 1 requests"):
-        with ScriptedLLMServer(["only one"]) as server:
-            assert post(server, "/v1/chat/completions").status_code == 200
-            # 400, not 5xx: the SDKs would retry a 5xx and slow the suite down
-            assert post(server, "/v1/chat/completions").status_code == 400
+    with (pytest.raises(AssertionError, match="script exhausted after 1 requests"),
+          ScriptedLLMServer(["only one"]) as server):
+        assert post(server, "/v1/chat/completions").status_code == 200
+        # 400, not 5xx: the SDKs would retry a 5xx and slow the suite down
+        assert post(server, "/v1/chat/completions").status_code == 400

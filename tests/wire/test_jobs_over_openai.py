@@ -18,7 +18,7 @@ from reme_agent.jobs.synchronizer import run_synchronizer
 from reme_agent.toolkit.notes import property_read
 from tests.jobs.conftest import AUTH, DAILY_JWT, JWT, TODAY, ZHANG, text_of, vault_hash
 from tests.wire.conftest import KEY, MODEL, content_text, read_answer
-from tests.wire.fake_llm import ScriptedLLMServer, call, tool_messages
+from tests.wire.fake_llm import ScriptedLLMServer, Status, call, tool_messages
 
 CHAT = [{"role": "user", "content": "Let's rotate the JWT keys with a dual-key verifier."},
         {"role": "assistant", "content": "Done: the verifier accepts both keys for 24h."}]
@@ -138,3 +138,27 @@ def test_the_deepseek_provider_speaks_the_same_wire_with_the_configured_temperat
     body = server.bodies[0]
     assert (body["model"], body["temperature"], body["stream"]) == (MODEL, 0.0, False)
     assert server.requests[0].headers["authorization"] == f"Bearer {KEY}"
+
+
+def test_a_rate_limit_is_retried_by_our_backoff_and_the_job_completes(wire_vault) -> None:
+    with ScriptedLLMServer([Status(429, "rate limited"), [call("daily_write", **SYNC_ARGS)],
+                            "ok"]) as server:
+        vault = wire_vault(server)
+        vault.settings.model.retries = 1
+        result = run_synchronizer(vault, CHAT, today=TODAY, session_id="s-42")
+
+    assert result.ok and result.created == [NEW]
+    assert len(server.requests) == 3 and server.bodies[0] == server.bodies[1]
+
+
+def test_only_our_backoff_retries_a_failing_provider(wire_vault) -> None:
+    """`model.retries: 1` means two HTTP requests, not the SDK's own three per attempt."""
+    with ScriptedLLMServer([Status(503, "overloaded")] * 2) as server:
+        vault = wire_vault(server)
+        vault.settings.model.retries = 1
+        before = vault_hash(vault)
+        result = run_synchronizer(vault, CHAT, today=TODAY, session_id="s-42")
+
+    assert result.error and "503" in result.error and not result.ok
+    assert len(server.requests) == 2 and vault_hash(vault) == before
+
