@@ -36,7 +36,8 @@ def init(c: Ctx) -> None:
 def index(c: Ctx, full: bool) -> None:
     """Index the vault: embed only new or changed blocks.
 
-    Files that cannot be indexed are named on stderr; the summary (or --json) on stdout.
+    The summary (or --json) goes to stdout; each skipped file or bad frontmatter is a
+    warning on stderr (logged by the indexer), so piped output stays clean.
 
     \b
     Example:
@@ -47,12 +48,12 @@ def index(c: Ctx, full: bool) -> None:
         data = v.index(full=full).as_dict()
     finally:
         v.close()
-    for skip in data["skipped"]:
-        click.echo(f"skipped {skip['path']}: {skip['reason']}", err=True)
-    for err in data["errors"]:
-        click.echo(err["message"], err=True)
-    c.emit(data, f"{data['files']} files, {data['blocks']} blocks; embedded {data['embedded']}, "
-                 f"deleted {data['deleted']} in {data['seconds']} s")
+    text = (f"{data['files']} files, {data['blocks']} blocks; embedded {data['embedded']}, "
+            f"deleted {data['deleted']} in {data['seconds']} s")
+    if data["skipped"] or data["errors"]:
+        text += (f" ({len(data['skipped'])} skipped, {len(data['errors'])} with frontmatter "
+                 "errors: see the warnings on stderr)")
+    c.emit(data, text)
 
 
 @click.command("watch")
