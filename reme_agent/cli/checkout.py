@@ -49,7 +49,8 @@ def load_package(name: str, *, what: str, command: str, root: Path = ROOT) -> Mo
         raise ConfigError(f"Another module named {name!r} is already imported "
                           f"({getattr(loaded, '__file__', None)}), not the one at {init}.",
                           f"Run `reme-agent {command}` from the repository checkout.")
-    if not init.is_file():
+    if not (init.is_file() and (root / "pyproject.toml").is_file()):
+        # beside an installed wheel, site-packages/<name> would be some other distribution's
         raise _missing(what, init.parent, command)
     spec = importlib.util.spec_from_file_location(name, init,
                                                   submodule_search_locations=[str(init.parent)])

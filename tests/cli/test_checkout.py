@@ -55,3 +55,11 @@ def test_another_module_of_the_same_name_is_refused(monkeypatch: pytest.MonkeyPa
 def test_only_reme_agent_is_installed() -> None:
     config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
     assert config["tool"]["setuptools"]["packages"]["find"]["include"] == ["reme_agent*"]
+
+
+def test_a_same_named_package_outside_a_checkout_is_not_loaded(tmp_path: Path) -> None:
+    """Installed from a wheel, ROOT is site-packages, where `evals` may be another project's."""
+    (tmp_path / "evals_other").mkdir()
+    (tmp_path / "evals_other" / "__init__.py").write_text("raise RuntimeError('not ours')\n")
+    with pytest.raises(ConfigError, match="ships with the source checkout"):
+        load_package("evals_other", what="eval suite", command="eval", root=tmp_path)
