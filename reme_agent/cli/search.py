@@ -1,8 +1,7 @@
 """`reme-agent search`: the full recall pipeline on the command line (DESIGN §7).
 
-Replaces the F1 baseline command of `reme_agent/cli.py` (loaded from there through its list
-of command modules). Text output is the §4.1 rendering; `--json` prints the response dict:
-per result the path, title, description, chunks with lines, the final score and each factor.
+Text output is the §4.1 rendering; `--json` prints the response dict: per result the path,
+title, description, chunks with lines, the final score and each factor.
 """
 
 from __future__ import annotations
@@ -11,11 +10,11 @@ from typing import Any
 
 import click
 
-from reme_agent.cli import _common, _Ctx, _ctx, cli
+from reme_agent.cli.context import Ctx, common
 
 
 @click.command("search")
-@_common
+@common
 @click.argument("query")
 @click.option("--limit", default=10, show_default=True, help="Number of nodes (notes).")
 @click.option("--include-archived", is_flag=True, help="Also return archived nodes.")
@@ -33,9 +32,7 @@ from reme_agent.cli import _common, _Ctx, _ctx, cli
 @click.option("--vector-weight", type=click.FloatRange(0.0, 1.0), default=None,
               help="Weight of the vector side (default from config).")
 @click.option("--no-log", "no_log", is_flag=True, help="Do not record hits in the access log.")
-@click.pass_obj
-def search(obj: _Ctx, vault: str | None, as_json: bool, configs: tuple[str, ...], query: str,
-           limit: int, include_archived: bool, expand_depth: int | None,
+def search(c: Ctx, query: str, limit: int, include_archived: bool, expand_depth: int | None,
            top_chunks_per_path: int | None, query_rewrite: str | None, prefix: str | None,
            layers: tuple[str, ...], fusion: str | None, vector_weight: float | None,
            no_log: bool) -> None:
@@ -48,15 +45,14 @@ def search(obj: _Ctx, vault: str | None, as_json: bool, configs: tuple[str, ...]
     """
     from reme_agent.recall.search import search as run_search
 
-    c = _ctx(obj, vault, as_json, configs)
-    v = c.open()
     update: dict[str, Any] = {}
     if fusion is not None:
         update["fusion"] = fusion
     if vector_weight is not None:
         update["vector_weight"] = vector_weight
-    options = v.settings.search.model_copy(update=update) if update else None
+    v = c.open()
     try:
+        options = v.settings.search.model_copy(update=update) if update else None
         response = run_search(v, query, limit=limit, include_archived=include_archived,
                               expand_depth=expand_depth, top_chunks_per_path=top_chunks_per_path,
                               query_rewrite=query_rewrite, prefix=prefix,
@@ -64,7 +60,3 @@ def search(obj: _Ctx, vault: str | None, as_json: bool, configs: tuple[str, ...]
         c.emit(response.as_dict(), response.render())
     finally:
         v.close()   # flushes the access log
-
-
-cli.commands.pop("search", None)
-cli.add_command(search)
