@@ -7,7 +7,8 @@ Our exception hierarchy::
     │   └── ModelNotConfigured               a job needs an LLM and none is configured
     ├── VaultError                           problems with the vault folder itself
     │   ├── VaultNotFound
-    │   └── IndexLocked                      another indexer holds the lock
+    │   ├── IndexLocked                      another indexer holds the lock
+    │   └── StorageError(path, reason)       the disk refused a write (full, read-only, denied)
     ├── PathError                            a vault-relative path that cannot be used
     │   ├── PathEscape                       `..`, absolute, or a symlink leading outside
     │   ├── NoteNotFound(path, suggestions)
@@ -77,6 +78,20 @@ class IndexLocked(VaultError):
             "Wait for it to finish; two indexers must never write the projections at once.",
         )
         self.lock_path = lock_path
+
+
+class StorageError(VaultError):
+    """The file system refused a write: no space left, a read-only vault, no permission.
+
+    Not a bug and not corruption: nothing was changed, and the same call works once the
+    disk has room or the vault is writable again.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"Could not write {path!r}: {reason}; nothing was changed.",
+                         "Free disk space or make the vault writable, then try again.")
+        self.path = path
+        self.reason = reason
 
 
 class PathError(ReMeError):

@@ -21,7 +21,8 @@ from reme_agent.engine.indexer import COLLECTION_KEY, Indexer, IndexReport
 from reme_agent.engine.projections.graph import GraphProjection
 from reme_agent.engine.projections.keyword import KeywordProjection
 from reme_agent.engine.state import IndexState
-from reme_agent.engine.store import INTERNAL_DIR, FileStore
+from reme_agent.engine.store import FileStore
+from reme_agent.engine.workdir import internal_dir
 from reme_agent.errors import VaultNotFound
 
 if TYPE_CHECKING:
@@ -72,8 +73,9 @@ class Vault:
     def __init__(self, root: Path, settings: Settings | None = None) -> None:
         self.root = Path(root).resolve()
         self.settings = settings or Settings()
-        self.internal = self.root / INTERNAL_DIR
-        self.store = FileStore(self.root, ignored=tuple(self.settings.index.ignore_dirs))
+        self.internal = internal_dir(self.root)
+        self.store = FileStore(self.root, ignored=tuple(self.settings.index.ignore_dirs),
+                               internal=self.internal)
         self._lock = threading.RLock()
         self._vector_client: Any | None = None
         self._warming = False
@@ -215,5 +217,4 @@ def open_vault(root: Path | str, settings: Settings | None = None, *, create: bo
         if not create:
             raise VaultNotFound(str(path))
         path.mkdir(parents=True)
-    (path / INTERNAL_DIR).mkdir(exist_ok=True)
     return Vault(path, settings)

@@ -14,6 +14,7 @@ import fcntl
 import hashlib
 import logging
 import os
+import sqlite3
 import sys
 import threading
 import time
@@ -47,7 +48,7 @@ from reme_agent.engine.store import (
     printable,
     stamp_of,
 )
-from reme_agent.errors import IndexLocked, NotText, PathEscape, ReMeError
+from reme_agent.errors import IndexLocked, NotText, PathEscape, ReMeError, StorageError
 
 log = logging.getLogger("reme_agent.index")
 
@@ -124,6 +125,11 @@ def _name_keys(path: str, aliases: Iterable[str]) -> set[str]:
 _target_key = _name_key
 
 
+def _os_reason(exc: BaseException) -> str:
+    """An OSError's reason without the absolute path the OS puts in its text."""
+    return getattr(exc, "strerror", None) or type(exc).__name__
+
+
 def _link_dict(link: Link) -> dict[str, Any]:
     return {"target": link.target, "alias": link.alias, "predicate": link.predicate, "line": link.line}
 
@@ -145,7 +151,7 @@ class Indexer:
         self.max_file_bytes = max_file_bytes
         self.progress = progress
         self.lock_timeout = lock_timeout
-        self._lock = _FileLock(store.root / ".reme" / "index.lock", lock_timeout)
+        self._lock = _FileLock(store.internal / "index.lock", lock_timeout)
         self._resolver: LinkResolver | None = None
         self._by_key: dict[str, set[str]] | None = None   # see _update_graph
         self._keys_of: dict[str, set[str]] | None = None
@@ -176,7 +182,7 @@ class Indexer:
 
     @property
     def snapshot_path(self) -> Path:
-        return self.store.root / ".reme" / SNAPSHOT_NAME
+        return self.store.internal / SNAPSHOT_NAME
 
     # -- cold open ---------------------------------------------------------------------
     def load(self) -> None:
@@ -292,6 +298,9 @@ class Indexer:
                 self.load()
             try:
                 report = self._run_full() if full else self._run_locked(False, only)
+            except sqlite3.OperationalError as exc:  # the disk refused the state's write
+                self._loaded = False
+                raise StorageError(".reme/index.sqlite", str(exc)) from exc
             except BaseException:
                 # Memory may be half-updated: reload from the state next time, and let the
                 # next run re-embed whatever the vector store missed.
@@ -346,10 +355,14 @@ class Indexer:
             if seen is not None and seen[0] == size and seen[1] == mtime_ns:
                 continue
             try:
-                data = self.store.resolve(path).read_bytes()
-                text = decode_text(data, path)
+                data = self.store.read_if_present(path)
+                text = decode_text(data, path) if data is not None else ""
             except (NotText, OSError) as exc:
-                self._skip(report, path, str(exc))
+                self._skip(report, path, getattr(exc, "message", None) or _os_reason(exc))
+                if seen is not None:
+                    gone.append(path)
+                continue
+            if data is None:  # vanished since the scan: a deletion
                 if seen is not None:
                     gone.append(path)
                 continue
@@ -453,7 +466,7 @@ class Indexer:
                 except (FileNotFoundError, NotADirectoryError):
                     continue
                 except OSError as exc:
-                    self._skip(report, path, str(exc))
+                    self._skip(report, path, _os_reason(exc))
                     continue
                 found.append((path, st.st_size, st.st_mtime_ns))
         out: dict[str, tuple[int, int]] = {}

@@ -8,6 +8,7 @@ Deleting `.reme/` loses nothing: everything here is derived from the files.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -19,6 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from reme_agent.errors import StorageError
 
 log = logging.getLogger("reme_agent.index")
 
@@ -73,6 +76,10 @@ class IndexState:
         try:
             self._open()
         except sqlite3.DatabaseError as exc:
+            if not is_corruption(exc):  # a full disk or a locked file is not a broken index
+                with contextlib.suppress(Exception):
+                    self._db.close()
+                raise StorageError(path.name, str(exc)) from exc
             # Derived data only: move the broken file aside and rebuild from the vault.
             self._db.close()
             aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
@@ -84,11 +91,20 @@ class IndexState:
             self._open()
 
     def _open(self) -> None:
+        """Open, writing only what is missing: a current database opens without a write, so
+        a full disk or a read-only copy can still be searched."""
         self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        if self._db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
+        try:
+            version = self.get_meta("schema_version")
+        except sqlite3.OperationalError:  # a new file: no tables yet
+            version = None
+        if version == str(SCHEMA_VERSION):
+            return
         self._db.executescript(_SCHEMA)
-        if self.get_meta("schema_version") not in (None, str(SCHEMA_VERSION)):
+        if version is not None:
             self.clear()
         self.set_meta("schema_version", str(SCHEMA_VERSION))
 
@@ -253,6 +269,19 @@ class IndexState:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def is_corruption(exc: sqlite3.DatabaseError) -> bool:
+    """A damaged file (SQLITE_CORRUPT / SQLITE_NOTADB), not an I/O refusal: only then is the
+    derived database moved aside. "database or disk is full", "disk I/O error", "database is
+    locked" and "attempt to write a readonly database" are OperationalErrors about the disk."""
+    if isinstance(exc, sqlite3.OperationalError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB
+    text = str(exc).lower()
+    return "malformed" in text or "not a database" in text
 
 
 def _file_row(r: tuple[Any, ...]) -> FileRow:

@@ -32,13 +32,21 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from reme_agent.errors import NoteExists, NoteNotFound, NotText, PathEscape, StampChanged
+from reme_agent.engine.workdir import INTERNAL_DIR
+from reme_agent.errors import (
+    NoteExists,
+    NoteNotFound,
+    NotText,
+    PathEscape,
+    StampChanged,
+    StorageError,
+)
 
-INTERNAL_DIR = ".reme"
 DEFAULT_IGNORED = (INTERNAL_DIR, ".git", ".obsidian", ".trash")
 NAME_MAX = 255  # bytes in one file or folder name (ext4, APFS, NTFS in UTF-16 units)
 PATH_MAX = 4096  # bytes in a whole absolute path (Linux)
 NOT_UTF8_NAME = "the file name is not valid UTF-8; rename it"
+NOT_REGULAR = "not a regular file (a FIFO, socket or device)"
 
 log = logging.getLogger("reme_agent.store")
 
@@ -61,11 +69,13 @@ class FileStore:
     """Safe file operations inside one vault folder."""
 
     def __init__(self, root: Path | str, ignored: tuple[str, ...] = DEFAULT_IGNORED,
-                 max_read_bytes: int = 64_000_000) -> None:
+                 max_read_bytes: int = 64_000_000, internal: Path | None = None) -> None:
         self.root = Path(root).resolve()
         self.ignored = ignored
         self.max_read_bytes = max_read_bytes
-        self._lock_dir = self.root / INTERNAL_DIR / "locks"
+        self.internal = internal or self.root / INTERNAL_DIR
+        """Derived data (locks, index, journals): `.reme/`, or a cache for a read-only vault."""
+        self._lock_dir = self.internal / "locks"
 
     # -- paths -------------------------------------------------------------------------
     def normalize(self, rel: str) -> str:
@@ -146,13 +156,36 @@ class FileStore:
         return self.resolve(rel).is_dir()
 
     def read_bytes(self, rel: str) -> bytes:
-        path = self.resolve(rel)
-        if not path.is_file():
+        data = self.read_if_present(rel)
+        if data is None:
             raise NoteNotFound(self.normalize(rel), self.suggest(rel))
-        size = path.stat().st_size
-        if size > self.max_read_bytes:
-            raise NotText(self.normalize(rel), f"it is {size} bytes (limit {self.max_read_bytes})")
-        return path.read_bytes()
+        return data
+
+    def read_if_present(self, rel: str) -> bytes | None:
+        """The file's bytes, or None if it is not there (a file that vanished between a
+        scan and this read is a deletion, not an error).
+
+        Only regular files are read: the file is opened non-blocking and checked with
+        fstat, so a FIFO named `x.md` (which would block a plain open for ever), a socket
+        or a device is NotText, also when it replaced a note after the scan.
+        """
+        path = self.resolve(rel)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            os.close(fd)
+            return None
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(st.st_mode):
+                raise NotText(self.normalize(rel), "it is not a regular file (a FIFO, socket "
+                              "or device)")
+            if st.st_size > self.max_read_bytes:
+                raise NotText(self.normalize(rel),
+                              f"it is {st.st_size} bytes (limit {self.max_read_bytes})")
+            return fh.read(self.max_read_bytes + 1)
 
     def read_text(self, rel: str) -> str:
         return self.read_stamped(rel)[0]
@@ -163,19 +196,15 @@ class FileStore:
         return decode_text(data, self.normalize(rel)), stamp_of(data)
 
     def stamp(self, rel: str) -> str | None:
-        path = self.resolve(rel)
-        try:
-            return stamp_of(path.read_bytes())
-        except FileNotFoundError:
-            return None
+        data = self.read_if_present(rel)
+        return None if data is None else stamp_of(data)
 
     def stat(self, rel: str) -> FileStat:
         path = self.resolve(rel)
-        if not path.is_file():
-            raise NoteNotFound(self.normalize(rel), self.suggest(rel))
+        data = self.read_bytes(rel)
         st = path.stat()
         return FileStat(self.normalize(rel), st.st_size, st.st_mtime, st.st_mtime_ns,
-                        stamp_of(path.read_bytes()))
+                        stamp_of(data))
 
     def list(self, prefix: str = "", recursive: bool = True, pattern: str | None = None) -> list[str]:
         """Files under `prefix` (vault-relative, sorted), skipping internal folders.
@@ -261,6 +290,17 @@ class FileStore:
                     if recursive and (follow_dir_links or not entry.is_symlink()):
                         stack.append(entry.path)
                     continue
+                try:
+                    regular = entry.is_file()
+                except OSError:
+                    continue
+                if not regular:  # a FIFO, socket or device: reading it could block for ever
+                    shown = _shown(entry.path, self.root)
+                    if skipped is None:
+                        log.warning("skipped %s: %s", shown, NOT_REGULAR)
+                    else:
+                        skipped.append((shown, NOT_REGULAR))
+                    continue
                 path = entry.path
                 yield entry, (path[len(root):].replace(os.sep, "/") if path.startswith(root)
                               else self.relpath(Path(path)))
@@ -302,12 +342,23 @@ class FileStore:
 
     def write(self, rel: str, text: str) -> str:
         """Create or replace a file atomically; returns the new stamp."""
-        with self.lock(rel):
+        with self._writing(rel), self.lock(rel):
             return self._atomic_write(self.resolve(rel), text.encode("utf-8"))
 
     def write_bytes(self, rel: str, data: bytes) -> str:
-        with self.lock(rel):
+        with self._writing(rel), self.lock(rel):
             return self._atomic_write(self.resolve(rel), data)
+
+    @contextlib.contextmanager
+    def _writing(self, rel: str) -> Iterator[None]:
+        """A refusal of the file system (full, read-only, denied) as a StorageError naming
+        the vault path, not an OSError with the absolute one."""
+        try:
+            yield
+        except OSError as exc:
+            if exc.errno not in _STORAGE_ERRNOS:
+                raise
+            raise StorageError(printable(rel), exc.strerror or type(exc).__name__) from exc
 
     def create(self, rel: str, text: str | bytes) -> str:
         """Create a new file; NoteExists if it is already there (a lost race).
@@ -316,9 +367,12 @@ class FileStore:
         and it refuses an existing path like O_EXCL. So a crash leaves no note or the whole
         note (a stale temp file is swept by `scan`), never a torn one a retry can't replace.
         """
+        with self._writing(rel):
+            return self._create(rel, _bytes(text))
+
+    def _create(self, rel: str, data: bytes) -> str:
         path = self.resolve(rel)
         norm = self.normalize(rel)
-        data = _bytes(text)
         if os.path.lexists(path):
             raise NoteExists(norm)  # cheap early refusal; the link below is the real check
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -354,7 +408,7 @@ class FileStore:
     def write_if_unchanged(self, rel: str, text: str | bytes, stamp: str | None) -> str:
         """CAS write: replace only if the file still has `stamp` (None = must not exist yet)."""
         norm = self.normalize(rel)
-        with self.lock(rel):
+        with self._writing(rel), self.lock(rel):
             path = self.resolve(rel)
             current = stamp_of(path.read_bytes()) if path.is_file() else None
             if current != stamp:
@@ -365,7 +419,7 @@ class FileStore:
         path = self.resolve(rel)
         if not path.is_file():
             raise NoteNotFound(self.normalize(rel), self.suggest(rel))
-        with self.lock(rel):
+        with self._writing(rel), self.lock(rel):
             path.unlink()
         self._prune_empty_dirs(path.parent)
 
@@ -375,8 +429,9 @@ class FileStore:
             raise NoteNotFound(self.normalize(src), self.suggest(src))
         if target.exists() and not overwrite:
             raise NoteExists(self.normalize(dst))
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(source, target)
+        with self._writing(dst):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(source, target)
         self._prune_empty_dirs(source.parent)
 
     def copy(self, src: str, dst: str, overwrite: bool = False) -> str:
@@ -468,6 +523,8 @@ def _shorten(text: str, limit: int = 60) -> str:
 
 
 _NO_HARD_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.EXDEV}
+_STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM,
+                   errno.EIO, errno.EFBIG, errno.ENOTDIR, errno.EISDIR}
 
 
 def _bytes(content: str | bytes) -> bytes:

@@ -423,7 +423,7 @@ def test_yaml_bombs_are_refused_fast_and_the_note_stays_searchable(vault: Vault,
                                                                    text: str) -> None:
     started = time.monotonic()
     note = parse_note("bomb.md", text)
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 10.0  # an unguarded bomb takes minutes
     assert isinstance(note.error, ParseError) and note.frontmatter == {}
     write(vault.root, "knowledge/bomb/bomb.md", text)
     report = vault.index()
@@ -438,7 +438,7 @@ def test_alias_amplification_below_the_limits_is_bounded_and_fast() -> None:
 
     started = time.monotonic()
     note = parse_note("quad.md", QUADRATIC)
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 10.0  # an unguarded bomb takes minutes
     size = len(json.dumps(note.frontmatter))
     assert note.error is not None or size <= MAX_YAML_ALIASES * MAX_FRONTMATTER_BYTES
 

@@ -24,6 +24,7 @@ import pytest
 from reme_agent.cli import main as cli_main
 from reme_agent.engine.store import FileStore
 from reme_agent.engine.watcher import VaultWatcher
+from reme_agent.errors import StorageError
 from reme_agent.recall.search import search_blocks
 from reme_agent.toolkit.agentscope import build_toolkit
 from reme_agent.vault import Vault, open_vault
@@ -328,7 +329,7 @@ def test_disk_full_on_rename_leaves_the_old_file_and_no_temp(
     _, text = call_toolkit(toolkit, "read", path=QUOKKA)
     stamp = text.split("stamp ", 1)[1].split("]", 1)[0]
     monkeypatch.setattr(os, "replace", _enospc)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(StorageError, match="No space left"):
         vault.store.write(QUOKKA, "new text")
     state, text = call_toolkit(toolkit, "write", path=QUOKKA, body="Quokkas moved.\n",
                                overwrite=True, stamp=stamp)
