@@ -17,7 +17,6 @@ import os
 import sys
 import threading
 import time
-import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
@@ -25,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from reme_agent.engine.links import Link, LinkResolver
+from reme_agent.engine.links import Link, LinkResolver, name_key
 from reme_agent.engine.locks import flock_until
 from reme_agent.engine.parser import parse_note
 from reme_agent.engine.projections.graph import GraphProjection
@@ -103,20 +102,9 @@ def block_id(path: str, document: str, occurrence: int) -> str:
     return digest[:24]
 
 
-def _name_key(name: str) -> str:
-    """The last path segment of a link target or note name, as the resolver compares it."""
-    key = unicodedata.normalize("NFC", name.strip().replace("\\", "/")).casefold().rstrip("/")
-    if key.endswith(".md"):
-        key = key[:-3]
-    return key.rsplit("/", 1)[-1]
-
-
 def _name_keys(path: str, aliases: Iterable[str]) -> set[str]:
     """Every key a link resolving to (or competing for) this file can have."""
-    return {_name_key(path)} | {_name_key(str(a)) for a in aliases}
-
-
-_target_key = _name_key
+    return {name_key(path)} | {name_key(str(a)) for a in aliases}
 
 
 def _link_dict(link: Link) -> dict[str, Any]:
@@ -565,7 +553,7 @@ class Indexer:
                     del by_key[key]
         if row is None or not row.links:
             return
-        keys = {_target_key(link["target"]) for link in row.links}
+        keys = {name_key(link["target"]) for link in row.links}
         keys_of[source] = keys
         for key in keys:
             by_key.setdefault(key, set()).add(source)

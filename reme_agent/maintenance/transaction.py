@@ -23,13 +23,18 @@ Decisions where DESIGN is silent:
 from __future__ import annotations
 
 import logging
-import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from reme_agent.engine.indexer import note_aliases, note_title
-from reme_agent.engine.links import Link, LinkResolver, extract_links, rewrite_targets
+from reme_agent.engine.links import (
+    Link,
+    LinkResolver,
+    extract_links,
+    rewrite_targets,
+    target_key,
+)
 from reme_agent.engine.parser import split_frontmatter
 from reme_agent.engine.store import decode_text, stamp_of
 from reme_agent.errors import NoteExists, StampChanged, WriteConflict
@@ -187,14 +192,6 @@ def _needs(target: str, source: str, new_source: str, before: LinkResolver,
     return after.resolve(target, new_source) != path_map.get(was, was)
 
 
-def _norm(target: str) -> str:
-    """Spelling-insensitive identity of an unresolved target (case, NFC, './', '.md')."""
-    t = unicodedata.normalize("NFC", target.strip().replace("\\", "/")).casefold()
-    while t.startswith(("/", "./")):
-        t = t[1:] if t[0] == "/" else t[2:]
-    return t[:-3] if t.endswith(".md") else t
-
-
 def edge_keys(body: str, source: str, resolver: LinkResolver,
                path_map: dict[str, str] | None = None, *, raw_too: bool = False) -> set[tuple[str, str | None]]:
     """Resolved (target, predicate) edges of a body, mapped through `path_map`.
@@ -209,7 +206,7 @@ def edge_keys(body: str, source: str, resolver: LinkResolver,
         if hit is not None:
             keys.add(((path_map or {}).get(hit, hit), link.predicate))
         if hit is None or raw_too:
-            keys.add(("\0" + _norm(link.target), link.predicate))
+            keys.add(("\0" + target_key(link.target), link.predicate))
     return keys
 
 
