@@ -19,13 +19,14 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from reme_agent.engine.links import Link, LinkResolver, name_key
 from reme_agent.engine.locks import flock_until
+from reme_agent.engine.names import note_aliases, note_title
 from reme_agent.engine.parser import parse_note
 from reme_agent.engine.projections.graph import GraphProjection
 from reme_agent.engine.projections.keyword import KeywordProjection
@@ -65,29 +66,6 @@ class IndexReport:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def note_title(path: str, frontmatter: dict[str, Any], body: str) -> str:
-    """Display title: frontmatter title/name, else the first H1, else the file stem."""
-    for key in ("title", "name"):
-        value = frontmatter.get(key)
-        if isinstance(value, str) and value.strip():
-            return value.strip()
-    for line in body.splitlines()[:40]:
-        if line.startswith("# "):
-            return line[2:].strip()
-    return PurePosixPath(path).stem
-
-
-def note_aliases(frontmatter: dict[str, Any]) -> list[str]:
-    raw = frontmatter.get("aliases") or []
-    if isinstance(raw, str):
-        raw = [raw]
-    names = [str(a) for a in raw if isinstance(a, str | int | float) and str(a).strip()]
-    for key in ("title", "name"):
-        if isinstance(frontmatter.get(key), str) and frontmatter[key].strip():
-            names.append(frontmatter[key].strip())
-    return names
 
 
 def block_document(title: str, text: str) -> str:

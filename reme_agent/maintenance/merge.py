@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from reme_agent.engine.indexer import note_aliases, note_title
+from reme_agent.engine.names import note_aliases, note_title
 from reme_agent.engine.parser import dump_note
 from reme_agent.errors import ConservationViolation, ReMeError, StampChanged, WriteConflict
 from reme_agent.maintenance.access import rename_entries

@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from reme_agent.engine.indexer import note_aliases, note_title
 from reme_agent.engine.links import LinkResolver
+from reme_agent.engine.names import note_aliases, note_title
 from reme_agent.engine.parser import Block, dump_note, parse_note
 from reme_agent.engine.tokenize import estimate_tokens
 from reme_agent.errors import ConservationViolation, ReMeError, StampChanged, WriteConflict

@@ -27,7 +27,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from reme_agent.engine.indexer import note_aliases, note_title
 from reme_agent.engine.links import (
     Link,
     LinkResolver,
@@ -35,6 +34,7 @@ from reme_agent.engine.links import (
     rewrite_targets,
     target_key,
 )
+from reme_agent.engine.names import note_aliases, note_title
 from reme_agent.engine.parser import split_frontmatter
 from reme_agent.engine.store import decode_text, stamp_of
 from reme_agent.errors import NoteExists, StampChanged, WriteConflict

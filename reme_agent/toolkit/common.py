@@ -16,8 +16,8 @@ from functools import cached_property
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from reme_agent.engine.indexer import note_aliases, note_title
 from reme_agent.engine.links import LinkResolver, extract_links
+from reme_agent.engine.names import note_aliases, note_title
 from reme_agent.engine.parser import split_frontmatter
 from reme_agent.errors import InvalidArgument, NoteNotFound, NotText
 

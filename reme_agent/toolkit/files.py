@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reme_agent.engine.indexer import note_aliases
 from reme_agent.engine.links import Link, LinkResolver, rewrite_targets
+from reme_agent.engine.names import note_aliases
 from reme_agent.engine.store import decode_text, stamp_of
 from reme_agent.errors import (
     InvalidArgument,

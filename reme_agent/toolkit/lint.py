@@ -19,7 +19,7 @@ from collections import defaultdict
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from reme_agent.engine.indexer import note_aliases
+from reme_agent.engine.names import note_aliases
 from reme_agent.schema.frontmatter import NOTE_SUFFIXES, validate_schema
 from reme_agent.schema.layout import KNOWLEDGE
 from reme_agent.toolkit.common import VaultScan, in_folder, norm_folder
