@@ -141,30 +141,6 @@ def audit_refusal(vault: Vault, job: str, path: str, why: str) -> str | None:
         return None
 
 
-def split_head(text: str) -> tuple[str, str]:
-    """(frontmatter block, body) with head + body == text, without parsing the YAML.
-
-    Finds the same boundaries as `parser.split_frontmatter` (``---`` first line, then the
-    next ``---`` or ``...`` line; CRLF kept), for notes whose frontmatter values do not matter.
-    """
-    if not text.startswith("---"):
-        return "", text
-    nl = text.find("\n")
-    if nl < 0 or text[:nl].rstrip("\r").rstrip(" \t") != "---":
-        return "", text
-    pos = nl + 1
-    while pos < len(text):
-        nl = text.find("\n", pos)
-        end = len(text) if nl < 0 else nl
-        if text[pos:end].rstrip("\r").rstrip(" \t") in ("---", "..."):
-            cut = len(text) if nl < 0 else nl + 1
-            return text[:cut], text[cut:]
-        if nl < 0:
-            break
-        pos = nl + 1
-    return "", text
-
-
 def source_refusal(path: str, frontmatter: Mapping[str, Any]) -> str | None:
     """Why auto-link must not write `path`, or None when it may."""
     layer = layer_of(path)

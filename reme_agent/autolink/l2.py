@@ -38,7 +38,7 @@ from reme_agent.autolink.judge import Judge, PairQuestion
 from reme_agent.autolink.names import NameIndex, Node
 from reme_agent.config import AutoLinkSettings
 from reme_agent.engine.links import LinkResolver, extract_links
-from reme_agent.toolkit.common import split_raw
+from reme_agent.engine.parser import split_note
 
 if TYPE_CHECKING:
     from reme_agent.vault import Vault
@@ -123,9 +123,10 @@ def append_see_also(vault: Vault, source: str, target: Node, *, label: str,
                     dry_run: bool = False) -> str:
     """Additively link `target` from the end of `source`; 'written', 'unchanged', ... ."""
     def edit(text: str) -> str | None:
-        _fm, head, body, error = split_raw(text, source)
-        if error:
-            raise AdditiveCheckFailed(source, f"malformed frontmatter ({error})")
+        parts = split_note(text, source)
+        head, body = parts.head, parts.body
+        if parts.error:
+            raise AdditiveCheckFailed(source, f"malformed frontmatter ({parts.error})")
         if any(resolver.resolve(x.target, source) == target.path for x in extract_links(body)):
             return None  # linked already (idempotent rerun)
         ins = see_also_insertion(body, target.path, _alias(target), label)

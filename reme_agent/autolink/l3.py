@@ -43,8 +43,8 @@ from reme_agent.autolink.judge import Judge, PredicateQuestion
 from reme_agent.autolink.names import NameIndex, is_knowledge_node
 from reme_agent.config import AutoLinkSettings
 from reme_agent.engine.links import PREDICATE_RE, LinkResolver, edges_of, extract_links
+from reme_agent.engine.parser import split_note
 from reme_agent.errors import InvalidArgument, NoteNotFound
-from reme_agent.toolkit.common import split_raw
 
 if TYPE_CHECKING:
     from reme_agent.toolkit.common import VaultScan
@@ -102,9 +102,10 @@ def upgrade_predicate(vault: Vault, source: str, target: str, predicate: str, *,
         return resolver.resolve(raw, norm)
 
     def edit(text: str) -> str | None:
-        _fm, head, body, error = split_raw(text, norm)
-        if error:
-            raise AdditiveCheckFailed(norm, f"malformed frontmatter ({error})")
+        parts = split_note(text, norm)
+        head, body = parts.head, parts.body
+        if parts.error:
+            raise AdditiveCheckFailed(norm, f"malformed frontmatter ({parts.error})")
         insertions = plan_upgrade(body, norm, tgt, predicate, resolver)
         found[:] = [len(insertions)]
         if not insertions:

@@ -128,10 +128,9 @@ class AutoLinker:
         scan = scan or self.scan()
         index = NameIndex.from_frontmatter({p: m.frontmatter for p, m in scan.notes.items()},
                                            self.settings.min_name_chars)
-        broken = {p: m.error for p, m in scan.notes.items() if m.error}
         return L1Context.build(index, scan.resolver,
                                first_mention_only=self.settings.first_mention_only,
-                               judge=self.judge, max_redos=self.max_redos, broken=broken)
+                               judge=self.judge, max_redos=self.max_redos)
 
     # -- L1 ----------------------------------------------------------------------------
     def link_note(self, path: str, *, dry_run: bool = False,

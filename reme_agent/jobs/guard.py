@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from reme_agent.engine.links import missing_edges
+from reme_agent.engine.parser import split_note
 from reme_agent.errors import (
     ConservationViolation,
     InvalidArgument,
@@ -48,7 +49,7 @@ from reme_agent.errors import (
 from reme_agent.jobs.queue import JobQueue, QueueItem
 from reme_agent.schema.audit import append_audit
 from reme_agent.schema.layout import daily_path
-from reme_agent.toolkit.common import VaultScan, split_raw
+from reme_agent.toolkit.common import VaultScan
 from reme_agent.toolkit.results import ToolResult
 
 if TYPE_CHECKING:
@@ -297,7 +298,7 @@ class Guard:
             raise StampChanged(path, stamp, stamp_now)
         if new_body is None:
             return  # frontmatter only: the body (and so every link) stays byte for byte
-        old_body = split_raw(text, path)[2]
+        old_body = split_note(text, path).body
         lost = missing_edges(old_body, new_body, self.resolver(path))
         if lost:
             raise ConservationViolation(path, lost)
@@ -373,8 +374,8 @@ class Guard:
             new_text = self.vault.store.read_stamped(path)[0]
         except ReMeError:
             return
-        old_body = split_raw(old_text, path)[2] if old_text else ""
-        new_body = split_raw(new_text, path)[2]
+        old_body = split_note(old_text, path).body if old_text else ""
+        new_body = split_note(new_text, path).body
         for target, predicate in sorted(missing_edges(new_body, old_body, self.resolver(path)),
                                         key=lambda e: (e[0], e[1] or "")):
             self.linked.append(LinkEdge(source=path, target=target, predicate=predicate))
@@ -451,7 +452,7 @@ def norm_path(raw: str) -> str:
 
 def _new_body(args: dict[str, Any], path: str) -> str | None:
     if isinstance(args.get("text"), str):
-        return split_raw(args["text"], path)[2]
+        return split_note(args["text"], path).body
     body = args.get("body")
     return body if isinstance(body, str) else None
 

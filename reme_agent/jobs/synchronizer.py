@@ -29,6 +29,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from reme_agent.engine.parser import split_note
 from reme_agent.errors import InvalidArgument, ReMeError, StampChanged
 from reme_agent.jobs.base import (
     Placeholders,
@@ -43,7 +44,6 @@ from reme_agent.jobs.base import (
 from reme_agent.jobs.guard import Guard, JobResult, norm_path
 from reme_agent.jobs.queue import JobQueue
 from reme_agent.schema.layout import DAILY, parse_daily_path, slugify
-from reme_agent.toolkit.common import split_raw
 from reme_agent.toolkit.daily import daily_list
 from reme_agent.toolkit.registry import get_tool
 
@@ -299,7 +299,7 @@ class SyncGuard(Guard):
             if current is None:
                 return super().dispatch(name, fn, args, path)
             text, stamp = current
-            merged = merge_sections(split_raw(text, path)[2], args["body"])
+            merged = merge_sections(split_note(text, path).body, args["body"])
             call = dict(args, body=merged, mode="replace", stamp=stamp)
             self._old[path] = text
             try:
@@ -380,7 +380,7 @@ def transcript_sync(vault: Vault, turns: list[dict[str, str]], *, session_id: st
     done = 0
     if cumulative and path:
         current = guard.current(path)
-        synced = split_raw(current[0], path)[0].get("syncedTurns") if current else 0
+        synced = split_note(current[0], path).frontmatter.get("syncedTurns") if current else 0
         done = synced if isinstance(synced, int) and 0 <= synced <= len(turns) else 0
     new = turns[done:]
     if not new:

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from reme_agent.engine.parser import dump_note
+from reme_agent.engine.parser import dump_note, split_note
 from reme_agent.errors import ReMeError, StampChanged
 from reme_agent.maintenance.access import rename_entries
 from reme_agent.maintenance.report import StepResult
@@ -47,7 +47,6 @@ from reme_agent.maintenance.transaction import (
     VaultView,
     retarget,
     rewrite_links,
-    split_raw,
 )
 from reme_agent.recall.signals import ArchivedSignal, RecencySignal, iso_utc, parse_moment
 from reme_agent.schema.frontmatter import status_move_error
@@ -229,7 +228,8 @@ def _set_status(vault: Vault, path: str, status: str) -> str:
     """CAS frontmatter edit (body kept byte for byte); returns the new stamp."""
     for _ in range(_REDOS):
         text, stamp = vault.store.read_stamped(path)
-        fm, _head, body = split_raw(text, path)
+        parts = split_note(text, path)
+        fm, body = parts.frontmatter, parts.body
         why = status_move_error(fm.get("status"), status)
         if why:
             raise ReMeError(f"Refused status change of {path!r}: {why}.")
@@ -251,7 +251,8 @@ def move_note(vault: Vault, src: str, dst: str,
         after = view.after(path_map)
         tx = Transaction(vault.store)
         text = tx.read(src)
-        _fm, head, body = split_raw(text, src)
+        parts = split_note(text, src)
+        head, body = parts.head, parts.body
         new_body, _ = rewrite_links(body, src, dst, view.resolver, after, path_map)
         tx.create(dst, head + new_body)
         tx.delete(src)

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from reme_agent.engine.names import note_aliases, note_title
-from reme_agent.engine.parser import dump_note
+from reme_agent.engine.parser import dump_note, split_note
 from reme_agent.errors import ConservationViolation, ReMeError, StampChanged, WriteConflict
 from reme_agent.maintenance.access import rename_entries
 from reme_agent.maintenance.report import StepResult
@@ -56,7 +56,6 @@ from reme_agent.maintenance.transaction import (
     edge_keys,
     retarget,
     rewrite_links,
-    split_raw,
 )
 from reme_agent.recall.signals import CooldownEntry, CooldownsSignal, iso_utc, parse_moment
 from reme_agent.schema.audit import append_audit, audit_path
@@ -422,7 +421,7 @@ def _split_h1(body: str) -> tuple[str | None, str]:
 
 def _merged_frontmatter(view: VaultView, winner: str, losers: list[str], texts: dict[str, str],
                         now: datetime) -> dict[str, Any]:
-    fms = {p: split_raw(texts[p], p)[0] for p in [winner, *losers]}
+    fms = {p: split_note(texts[p], p).frontmatter for p in [winner, *losers]}
     fm = dict(fms[winner])
     title = note_title(winner, fm, "")
     seen = {title.casefold()}
@@ -475,11 +474,11 @@ def plan_merge(vault: Vault, view: VaultView, members: list[str],
         raise WriteConflict(f"Merged frontmatter of {winner!r} would be invalid: "
                             + "; ".join(errors) + ".")
     after = view.after(path_map, aliases={winner: note_aliases(fm)})
-    _fm, _head, body_w = split_raw(texts[winner], winner)
+    body_w = split_note(texts[winner], winner).body
     new_body, _ = rewrite_links(body_w, winner, winner, view.resolver, after, path_map, losers)
     parts = [new_body.rstrip("\n")]
     for loser in losers:
-        _lfm, _lhead, body_l = split_raw(texts[loser], loser)
+        body_l = split_note(texts[loser], loser).body
         moved, _ = rewrite_links(body_l, loser, winner, view.resolver, after, path_map, losers)
         heading, rest = _split_h1(moved)
         parts.append(f"## {heading or view.title(loser)}\n\n{rest.strip()}".rstrip())
@@ -487,7 +486,7 @@ def plan_merge(vault: Vault, view: VaultView, members: list[str],
     # Conservation (DESIGN §5): every outbound edge of every member survives the merge.
     old: set[tuple[str, str | None]] = set()
     for p in [winner, *losers]:
-        old |= edge_keys(split_raw(texts[p], p)[2], p, view.resolver, path_map)
+        old |= edge_keys(split_note(texts[p], p).body, p, view.resolver, path_map)
     new = edge_keys(merged_body, winner, after, raw_too=True)
     lost = old - new
     if lost:

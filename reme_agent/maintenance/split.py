@@ -40,7 +40,7 @@ import numpy as np
 
 from reme_agent.engine.links import LinkResolver
 from reme_agent.engine.names import note_aliases, note_title
-from reme_agent.engine.parser import Block, dump_note, parse_note
+from reme_agent.engine.parser import Block, dump_note, parse_note, split_note
 from reme_agent.engine.tokenize import estimate_tokens
 from reme_agent.errors import ConservationViolation, ReMeError, StampChanged, WriteConflict
 from reme_agent.maintenance.kmeans import choose_k
@@ -51,7 +51,6 @@ from reme_agent.maintenance.transaction import (
     VaultView,
     edge_keys,
     rewrite_links,
-    split_raw,
 )
 from reme_agent.schema.audit import append_audit
 from reme_agent.schema.frontmatter import type_errors
@@ -257,7 +256,8 @@ def build_split(vault: Vault, view: VaultView, proposal: SplitProposal, plan: Sp
         raise WriteConflict("The plan has no parent overview.", "Write the overview.")
     tx = Transaction(vault.store)
     text = tx.read(parent)
-    fm, _head, body = split_raw(text, parent)
+    parts = split_note(text, parent)
+    fm, body = parts.frontmatter, parts.body
     note = parse_note(parent, text)
     if [b.hash for b in note.blocks] != proposal.hashes:
         raise StaleProposal(f"{parent!r} changed since the split was proposed.",
@@ -302,7 +302,7 @@ def build_split(vault: Vault, view: VaultView, proposal: SplitProposal, plan: Sp
     old_edges = edge_keys(body, parent, view.resolver)
     new_edges = edge_keys(new_body, parent, after, raw_too=True)
     for path, ctext in child_texts.items():
-        new_edges |= edge_keys(split_raw(ctext, path)[2], path, after, raw_too=True)
+        new_edges |= edge_keys(split_note(ctext, path).body, path, after, raw_too=True)
     lost = old_edges - new_edges
     if lost:
         raise ConservationViolation(parent, {(t.lstrip("\0"), p) for t, p in lost})

@@ -35,7 +35,7 @@ from reme_agent.engine.links import (
     target_key,
 )
 from reme_agent.engine.names import note_aliases, note_title
-from reme_agent.engine.parser import split_frontmatter
+from reme_agent.engine.parser import split_note
 from reme_agent.engine.store import decode_text, stamp_of
 from reme_agent.errors import NoteExists, StampChanged, WriteConflict
 from reme_agent.schema.layout import AUDIT, META, layer_of
@@ -47,22 +47,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("reme_agent.maintenance")
 
-__all__ = ["Transaction", "VaultView", "edge_keys", "retarget", "rewrite_links", "split_raw"]
-
-
-def split_raw(text: str, path: str = "") -> tuple[dict[str, Any], str, str]:
-    """(frontmatter, head, body) with head + body == text byte for byte.
-
-    Malformed frontmatter gives ({}, "", text): the whole file is treated as body.
-    """
-    fm, body, body_start, error = split_frontmatter(text, path)
-    if error is not None or body_start == 1:
-        return fm, "", text
-    lines = text.split("\n")
-    raw_body = "\n".join(lines[body_start - 1:]) if body_start - 1 < len(lines) else ""
-    if not body:
-        raw_body = ""
-    return fm, text[:len(text) - len(raw_body)], raw_body
+__all__ = ["Transaction", "VaultView", "edge_keys", "retarget", "rewrite_links"]
 
 
 # -- the snapshot a plan is made against ---------------------------------------------------
@@ -173,7 +158,8 @@ def retarget(tx: Transaction, view: VaultView, path_map: Mapping[str, str], afte
             raise WriteConflict(f"{source!r} links to a file this change renames or removes, "
                                 "and it is immutable.", "Leave these notes as they are.")
         text = tx.read(source)
-        _fm, head, body = split_raw(text, source)
+        parts = split_note(text, source)
+        head, body = parts.head, parts.body
         new_body, n = rewrite_links(body, source, new_source, view.resolver, after, path_map,
                                     forced)
         if new_body != body:

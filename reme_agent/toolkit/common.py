@@ -55,22 +55,6 @@ def is_note(vault: Vault, path: str) -> bool:
     return path.lower().endswith(tuple(e.lower() for e in vault.settings.index.extensions))
 
 
-def split_raw(text: str, path: str) -> tuple[dict[str, Any], str, str, str | None]:
-    """(frontmatter, head, body, error) where head + body == text byte for byte.
-
-    The parser normalises line endings; this cuts the original text at the body's first line,
-    so property edits can keep the body exactly as it was (CRLF included).
-    """
-    fm, body, body_start, error = split_frontmatter(text, path)
-    if error is not None or body_start == 1:
-        return fm, "", text, str(error) if error else None
-    lines = text.split("\n")
-    raw_body = "\n".join(lines[body_start - 1:]) if body_start - 1 < len(lines) else ""
-    if not body:
-        raw_body = ""
-    return fm, text[:len(text) - len(raw_body)], raw_body, None
-
-
 def read_meta(vault: Vault, path: str, row: FileRow | None = None) -> NoteMeta:
     """Frontmatter and links of one note: from the index when still fresh, else parsed."""
     if row is not None:

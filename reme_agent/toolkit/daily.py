@@ -14,10 +14,11 @@ import datetime as _dt
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
+from reme_agent.engine.parser import split_note
 from reme_agent.errors import InvalidArgument, NoteExists, StampChanged
 from reme_agent.schema.frontmatter import status_move_error
 from reme_agent.schema.layout import DAILY, daily_path, is_slug, parse_daily_path, slugify
-from reme_agent.toolkit.common import index_rows, now_iso, parse_day, read_meta, split_raw
+from reme_agent.toolkit.common import index_rows, now_iso, parse_day, read_meta
 from reme_agent.toolkit.notes import edit_properties, write_note
 from reme_agent.toolkit.results import ToolResult, tool
 
@@ -91,12 +92,13 @@ def daily_read(vault: Vault, path: str) -> ToolResult:
     """
     note = summary_path(path)
     text, stamp = vault.store.read_stamped(note)
-    fm, _, body, error = split_raw(text, note)
+    parts = split_note(text, note)
     folder = PurePosixPath(note).parent.as_posix()
     materials = [{"path": p, "size": vault.store.stat(p).size}
                  for p in vault.store.list(folder) if p != note]
-    data = {"path": note, "stamp": stamp, "frontmatter": fm, "body": body, "text": text,
-            "materials": materials, "parse_error": error}
+    data = {"path": note, "stamp": stamp, "frontmatter": parts.frontmatter, "body": parts.body,
+            "text": text, "materials": materials,
+            "parse_error": str(parts.error) if parts.error else None}
     listing = "\n".join(f"  {m['path']} ({m['size']} bytes)" for m in materials) or "  (none)"
     return ToolResult(data, f"[{note} | stamp {stamp}]\n{text}\n\nMaterials:\n{listing}")
 
@@ -151,7 +153,7 @@ def daily_status(vault: Vault, path: str,
     text, stamp_now = vault.store.read_stamped(note)
     if stamp is not None and stamp != stamp_now:
         raise StampChanged(note, stamp, stamp_now)
-    fm = split_raw(text, note)[0]
+    fm = split_note(text, note).frontmatter
     if fm.get("lifecycle") not in (None, "streaming"):
         raise InvalidArgument(f"{note!r} has lifecycle {fm['lifecycle']!r}; only streaming "
                               "notes have a status.")
@@ -223,9 +225,10 @@ def _update(vault: Vault, path: str, body: str, new: dict[str, Any], mode: str,
     text, current = vault.store.read_stamped(path)
     if stamp is not None and stamp != current:
         raise StampChanged(path, stamp, current)
-    fm, _, old_body, error = split_raw(text, path)
-    if error:
-        raise InvalidArgument(f"{path!r} has malformed frontmatter: {error}",
+    parts = split_note(text, path)
+    fm, old_body = parts.frontmatter, parts.body
+    if parts.error:
+        raise InvalidArgument(f"{path!r} has malformed frontmatter: {parts.error}",
                               "Fix it with `write` (text=...) first.")
     if (fm.get("status") or "active") != "active":
         raise InvalidArgument(f"{path!r} is {fm['status']}; only active daily notes take new "

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from reme_agent.engine.links import Link, LinkResolver, rewrite_targets
 from reme_agent.engine.names import note_aliases
+from reme_agent.engine.parser import split_note
 from reme_agent.engine.store import decode_text, stamp_of
 from reme_agent.errors import (
     InvalidArgument,
@@ -31,7 +32,7 @@ from reme_agent.errors import (
     StampChanged,
 )
 from reme_agent.schema.layout import RESOURCE, layer_of
-from reme_agent.toolkit.common import VaultScan, is_note, refresh, split_raw
+from reme_agent.toolkit.common import VaultScan, is_note, refresh
 from reme_agent.toolkit.policy import (
     check_change,
     check_destination_folder,
@@ -240,7 +241,8 @@ def _retarget_plan(vault: Vault, scan: VaultScan, s: str, d: str) -> list[_Edit]
         if not any(new_target(link, path) for link in meta.links):
             continue
         old = vault.store.read_bytes(path)
-        _fm, head, body, _err = split_raw(decode_text(old, path), path)
+        parts = split_note(decode_text(old, path), path)
+        head, body = parts.head, parts.body
         count = [0]
 
         def mapping(link: Link, path: str = path, count: list[int] = count) -> str | None:

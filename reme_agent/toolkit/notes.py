@@ -14,7 +14,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from reme_agent.engine.links import missing_edges
-from reme_agent.engine.parser import dump_note, split_frontmatter
+from reme_agent.engine.parser import dump_note, split_frontmatter, split_note
 from reme_agent.errors import (
     ConservationViolation,
     InvalidArgument,
@@ -30,7 +30,6 @@ from reme_agent.toolkit.common import (
     read_meta,
     refresh,
     short,
-    split_raw,
 )
 from reme_agent.toolkit.policy import check_change, check_link_safe_name
 from reme_agent.toolkit.results import ToolResult, tool
@@ -143,9 +142,10 @@ def property_read(vault: Vault, path: str, keys: list[str] | None = None) -> Too
     """
     text, stamp = vault.store.read_stamped(path)
     norm = vault.store.normalize(path)
-    fm, _, _, error = split_raw(text, norm)
-    if error:
-        raise InvalidArgument(error)
+    parts = split_note(text, norm)
+    if parts.error:
+        raise InvalidArgument(str(parts.error))
+    fm = parts.frontmatter
     props = fm if keys is None else {k: fm[k] for k in keys if k in fm}
     missing = [] if keys is None else [k for k in keys if k not in fm]
     data = {"path": norm, "stamp": stamp, "properties": props, "missing": missing}
@@ -240,9 +240,10 @@ def edit_properties(vault: Vault, path: str, set_: Mapping[str, Any] | None = No
         check_change(vault, norm, "write", exists=True, want="note")
         if stamp is not None and stamp != current:
             raise StampChanged(norm, stamp, current)
-        fm, _head, body, error = split_raw(text, norm)
-        if error:
-            raise InvalidArgument(f"Cannot edit properties of {norm!r}: {error}",
+        parts = split_note(text, norm)
+        fm, body = parts.frontmatter, parts.body
+        if parts.error:
+            raise InvalidArgument(f"Cannot edit properties of {norm!r}: {parts.error}",
                                   "Fix the frontmatter with `write` (text=...) first.")
         new_fm = {k: v for k, v in fm.items() if k not in remove} | dict(set_ or {})
         missing = [k for k in remove if k not in fm]
@@ -370,9 +371,10 @@ def _compose(path: str, current: tuple[str, str] | None, body: str | None,
     if current is None:
         text = dump_note(frontmatter or {}, _ends_nl(body or ""))
         return text
-    fm, head, old_body, error = split_raw(current[0], path)
-    if error and frontmatter is None:
-        raise InvalidArgument(f"{path!r} has malformed frontmatter ({error}).",
+    parts = split_note(current[0], path)
+    head, old_body = parts.head, parts.body
+    if parts.error and frontmatter is None:
+        raise InvalidArgument(f"{path!r} has malformed frontmatter ({parts.error}).",
                               "Pass `frontmatter` (or the full `text`) to replace it.")
     new_body = old_body if body is None else _ends_nl(body)
     if frontmatter is None:
