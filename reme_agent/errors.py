@@ -141,15 +141,29 @@ class WriteConflict(ReMeError):
 
 
 class StampChanged(WriteConflict):
-    def __init__(self, path: str, expected: str, actual: str | None) -> None:
-        super().__init__(
-            f"{path!r} changed since it was read (stamp {expected[:12]} is now "
-            f"{(actual or 'deleted')[:12]}); nothing was written.",
-            "Read it again, redo the edit on the new text, and write with the new stamp.",
-        )
+    """CAS: the file's bytes are not the ones the edit was planned on (DESIGN §5).
+
+    `redos` > 0: the edit was redone that many times on newer text and the file kept
+    changing, so it was given up (DESIGN §5: at most 3 redos, then skip).
+    """
+
+    def __init__(self, path: str, expected: str, actual: str | None, *, redos: int = 0) -> None:
+        shown = f"stamp {expected[:12]} is now {(actual or 'deleted')[:12]}"
+        if redos:
+            super().__init__(
+                f"{path!r} kept changing while it was edited ({redos} redo(s); {shown}); "
+                "nothing was written.",
+                "Another writer is busy with it; try again later.",
+            )
+        else:
+            super().__init__(
+                f"{path!r} changed since it was read ({shown}); nothing was written.",
+                "Read it again, redo the edit on the new text, and write with the new stamp.",
+            )
         self.path = path
         self.expected = expected
         self.actual = actual
+        self.redos = redos
 
 
 class ConservationViolation(WriteConflict):

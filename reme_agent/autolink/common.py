@@ -10,8 +10,7 @@ Decisions where DESIGN is silent:
   Active daily notes, notes without a status under daily/, resource/, meta/ and audit/ are
   never written.
 - Audit notes keep the names the seed gives them (`audit/<date>/auto_link.md`,
-  `auto_link_l4.md`); `schema.audit.append_audit` accepts only kebab-case names, so the
-  append is done here, with the same CAS retry.
+  `auto_link_l4.md`); `schema.audit.append_audit` accepts these snake_case names too.
 """
 
 from __future__ import annotations
@@ -33,7 +32,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("reme_agent.autolink")
 
 CLOSED_DAILY = ("distilled", "archived")
-_APPEND_TRIES = 5
 
 
 class AdditiveCheckFailed(WriteConflict):
@@ -104,29 +102,15 @@ class CasOutcome:
     redos: int
 
 
-def cas_edit(vault: Vault, path: str, edit: Callable[[str], str | None], *,
-             max_redos: int = 3, dry_run: bool = False) -> CasOutcome:
-    """DESIGN §5 CAS: read + stamp, plan with `edit`, write only if the stamp still holds.
-
-    `edit(text)` returns the new text or None (nothing to do) and raises to refuse. A changed
-    stamp discards the plan and redoes it on the new text, at most `max_redos` times.
-    """
-    redos = 0
-    while True:
-        text, stamp = vault.store.read_stamped(path)
-        new = edit(text)
-        if new is None or new == text:
-            return CasOutcome("unchanged", redos)
-        if dry_run:
-            return CasOutcome("dry_run", redos)
-        try:
-            vault.store.write_if_unchanged(path, new, stamp)
-        except StampChanged:
-            if redos >= max_redos:
-                return CasOutcome("conflict", redos)
-            redos += 1  # another writer got in between: discard the plan, redo on its text
-            continue
-        return CasOutcome("written", redos)
+def cas_outcome(vault: Vault, path: str, edit: Callable[[str], str | None], *,
+                max_redos: int = 3, dry_run: bool = False) -> CasOutcome:
+    """`FileStore.cas_edit`, with giving up as a "conflict" outcome (auto-link skips the
+    note and audits it rather than failing the run)."""
+    try:
+        done = vault.store.cas_edit(path, edit, max_redos, dry_run=dry_run)
+    except StampChanged as exc:
+        return CasOutcome("conflict", exc.redos)
+    return CasOutcome(done.status, done.redos)
 
 
 def audit_refusal(vault: Vault, job: str, path: str, why: str) -> str | None:

@@ -32,7 +32,7 @@ from reme_agent.autolink.common import (
     AdditiveCheckFailed,
     Insertion,
     audit_refusal,
-    cas_edit,
+    cas_outcome,
     check_insertions,
     line_of,
     paragraph_at,
@@ -263,7 +263,7 @@ def link_note(vault: Vault, path: str, ctx: L1Context, *, dry_run: bool = False,
         return head + new_body
 
     try:
-        outcome = cas_edit(vault, norm, edit, max_redos=ctx.max_redos, dry_run=dry_run)
+        outcome = cas_outcome(vault, norm, edit, max_redos=ctx.max_redos, dry_run=dry_run)
     except (NoteNotFound, NotText, _NotEligible) as exc:
         return NoteResult(norm, "skipped", reason=str(exc))
     except AdditiveCheckFailed as exc:

@@ -31,7 +31,7 @@ from reme_agent.autolink.common import (
     Insertion,
     apply_insertions,
     audit_refusal,
-    cas_edit,
+    cas_outcome,
     check_insertions,
 )
 from reme_agent.autolink.judge import Judge, PairQuestion
@@ -138,7 +138,7 @@ def append_see_also(vault: Vault, source: str, target: Node, *, label: str,
         return head + new_body
 
     try:
-        return cas_edit(vault, source, edit, max_redos=max_redos, dry_run=dry_run).status
+        return cas_outcome(vault, source, edit, max_redos=max_redos, dry_run=dry_run).status
     except AdditiveCheckFailed as exc:
         audit_refusal(vault, "auto-link L2", source, str(exc))
         return "refused"

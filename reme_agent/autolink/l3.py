@@ -35,7 +35,7 @@ from reme_agent.autolink.common import (
     append_report,
     apply_insertions,
     audit_refusal,
-    cas_edit,
+    cas_outcome,
     check_insertions,
     code_span,
 )
@@ -120,7 +120,7 @@ def upgrade_predicate(vault: Vault, source: str, target: str, predicate: str, *,
         return head + new_body
 
     try:
-        outcome = cas_edit(vault, norm, edit, max_redos=max_redos, dry_run=dry_run)
+        outcome = cas_outcome(vault, norm, edit, max_redos=max_redos, dry_run=dry_run)
     except AdditiveCheckFailed as exc:
         audit_refusal(vault, actor, norm, str(exc))
         raise

@@ -29,6 +29,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from reme_agent.engine.cas import redo_on_stamp_change
 from reme_agent.engine.parser import split_note
 from reme_agent.errors import InvalidArgument, ReMeError, StampChanged
 from reme_agent.jobs.base import (
@@ -294,19 +295,19 @@ class SyncGuard(Guard):
     def _merge_append(self, name: str, fn: Callable[..., Any], args: dict[str, Any],
                       path: str) -> Any:
         """An append as a section merge on the note as it is now; CAS redo in code."""
-        for _ in range(self.max_cas_redos + 1):
+        def attempt(redo: int) -> Any:
             current = self.current(path)
             if current is None:
-                return super().dispatch(name, fn, args, path)
+                return Guard.dispatch(self, name, fn, args, path)
             text, stamp = current
             merged = merge_sections(split_note(text, path).body, args["body"])
-            call = dict(args, body=merged, mode="replace", stamp=stamp)
             self._old[path] = text
-            try:
-                return fn(**call)
-            except StampChanged:
-                continue  # another writer got in between: merge again on the new text
-        raise self.skip(name, path, args, self.max_cas_redos + 1)
+            return fn(**dict(args, body=merged, mode="replace", stamp=stamp))
+
+        try:  # another writer got in between: merge again on the new text
+            return redo_on_stamp_change(attempt, self.max_cas_redos)
+        except StampChanged:
+            raise self.skip(name, path, args, self.max_cas_redos + 1) from None
 
     def _add_inherits(self, path: str, args: dict[str, Any]) -> None:
         """INHERIT: a new note of a task with an earlier active note links it (in code)."""

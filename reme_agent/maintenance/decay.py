@@ -226,20 +226,16 @@ def _rename(src: str, dst: str, archived: set[str], state: dict[str, dict[str, s
 
 def _set_status(vault: Vault, path: str, status: str) -> str:
     """CAS frontmatter edit (body kept byte for byte); returns the new stamp."""
-    for _ in range(_REDOS):
-        text, stamp = vault.store.read_stamped(path)
+    def edit(text: str) -> str:
         parts = split_note(text, path)
-        fm, body = parts.frontmatter, parts.body
-        why = status_move_error(fm.get("status"), status)
+        why = status_move_error(parts.frontmatter.get("status"), status)
         if why:
             raise ReMeError(f"Refused status change of {path!r}: {why}.")
-        try:
-            new = vault.store.write_if_unchanged(path, dump_note({**fm, "status": status}, "")
-                                                 + body, stamp)
-        except StampChanged:
-            continue  # edited meanwhile: redo on the new text
-        return new
-    raise StampChanged(path, "(3 redos)", vault.store.stamp(path))
+        return dump_note({**parts.frontmatter, "status": status}, "") + parts.body
+
+    done = vault.store.cas_edit(path, edit)
+    assert done.stamp is not None
+    return done.stamp
 
 
 def move_note(vault: Vault, src: str, dst: str,

@@ -37,7 +37,6 @@ from reme_agent.toolkit.results import ToolResult, tool
 if TYPE_CHECKING:
     from reme_agent.vault import Vault
 
-_CAS_TRIES = 3
 READ_MAX_CHARS = 200_000
 """Most text one `read` returns (~50k tokens): a huge note comes a page at a time."""
 
@@ -193,11 +192,7 @@ def write_note(vault: Vault, path: str, body: str | None = None,
         new_stamp = vault.store.create(norm, new_text)
     else:
         new_stamp = vault.store.write_if_unchanged(norm, new_text, current[1])
-    warning = refresh(vault, [norm])
-    verb = "Replaced" if current else "Created"
-    data = {"path": norm, "stamp": new_stamp, "created": current is None,
-            "bytes": len(new_text.encode("utf-8")), "warning": warning}
-    return ToolResult(data, f"{verb} {norm} (stamp {new_stamp})" + (f"; {warning}" if warning else ""))
+    return written(vault, norm, new_stamp, new_text, created=current is None)
 
 
 @tool
@@ -231,33 +226,48 @@ def property_delete(vault: Vault, path: str, keys: list[str], stamp: str | None 
 
 
 # -- helpers ------------------------------------------------------------------------------
+def check_write(vault: Vault, path: str, old_text: str | None, new_text: str) -> None:
+    """What every note write passes before it lands: the path policy, a name links can
+    reach (a new note), valid frontmatter, a legal status move and E-1 (see `write`)."""
+    check_change(vault, path, "write", exists=old_text is not None, want="note")
+    if old_text is None:
+        check_link_safe_name(path, "write")
+    _check_text(vault, path, old_text, new_text)
+
+
+def written(vault: Vault, path: str, stamp: str, text: str, *, created: bool) -> ToolResult:
+    """The answer of a note write (re-indexed so `search` sees it at once)."""
+    warning = refresh(vault, [path])
+    verb = "Created" if created else "Replaced"
+    data = {"path": path, "stamp": stamp, "created": created,
+            "bytes": len(text.encode("utf-8")), "warning": warning}
+    return ToolResult(data, f"{verb} {path} (stamp {stamp})" + (f"; {warning}" if warning else ""))
+
+
 def edit_properties(vault: Vault, path: str, set_: Mapping[str, Any] | None = None,
                     remove: list[str] | tuple[str, ...] = (), stamp: str | None = None) -> ToolResult:
-    """Frontmatter edit under CAS, retried when another writer got in between (no caller stamp)."""
+    """Frontmatter edit under CAS (`FileStore.cas_edit`): redone when another writer got in
+    between, unless the caller passed its own `stamp`."""
     norm = vault.store.normalize(path)
-    for _ in range(_CAS_TRIES):
-        text, current = vault.store.read_stamped(norm)
+    planned: dict[str, Any] = {}
+
+    def edit(text: str) -> str | None:
         check_change(vault, norm, "write", exists=True, want="note")
-        if stamp is not None and stamp != current:
-            raise StampChanged(norm, stamp, current)
         parts = split_note(text, norm)
-        fm, body = parts.frontmatter, parts.body
         if parts.error:
             raise InvalidArgument(f"Cannot edit properties of {norm!r}: {parts.error}",
                                   "Fix the frontmatter with `write` (text=...) first.")
+        fm = parts.frontmatter
         new_fm = {k: v for k, v in fm.items() if k not in remove} | dict(set_ or {})
-        missing = [k for k in remove if k not in fm]
         _check_frontmatter(norm, fm, new_fm)
-        if new_fm == fm:
-            return _props_result(norm, current, False, new_fm, missing, None)
-        try:
-            new_stamp = vault.store.write_if_unchanged(norm, dump_note(new_fm, "") + body, current)
-        except StampChanged:
-            if stamp is not None:
-                raise
-            continue  # someone else wrote in between: redo on the new text
-        return _props_result(norm, new_stamp, True, new_fm, missing, refresh(vault, [norm]))
-    raise StampChanged(norm, current, vault.store.stamp(norm))
+        planned.update(fm=new_fm, missing=[k for k in remove if k not in fm])
+        return None if new_fm == fm else dump_note(new_fm, "") + parts.body
+
+    done = vault.store.cas_edit(norm, edit, stamp=stamp)
+    warning = refresh(vault, [norm]) if done.status == "written" else None
+    assert done.stamp is not None
+    return _props_result(norm, done.stamp, done.status == "written", planned["fm"],
+                         planned["missing"], warning)
 
 
 def _props_result(path: str, stamp: str, changed: bool, fm: dict[str, Any], missing: list[str],
@@ -369,20 +379,21 @@ def _compose(path: str, current: tuple[str, str] | None, body: str | None,
              frontmatter: dict[str, Any] | None) -> str:
     """New file text; omitted parts come from the current file, kept byte for byte."""
     if current is None:
-        text = dump_note(frontmatter or {}, _ends_nl(body or ""))
+        text = dump_note(frontmatter or {}, ends_nl(body or ""))
         return text
     parts = split_note(current[0], path)
     head, old_body = parts.head, parts.body
     if parts.error and frontmatter is None:
         raise InvalidArgument(f"{path!r} has malformed frontmatter ({parts.error}).",
                               "Pass `frontmatter` (or the full `text`) to replace it.")
-    new_body = old_body if body is None else _ends_nl(body)
+    new_body = old_body if body is None else ends_nl(body)
     if frontmatter is None:
         return head + new_body
     return dump_note(frontmatter, new_body)
 
 
-def _ends_nl(text: str) -> str:
+def ends_nl(text: str) -> str:
+    """`text` ending in a newline (unless empty)."""
     return text if not text or text.endswith("\n") else text + "\n"
 
 
