@@ -76,3 +76,22 @@ def test_public_api_is_pinned() -> None:
                                   "search"]
     for name in reme_agent.__all__:
         assert getattr(reme_agent, name) is not None
+
+
+def test_every_public_error_class_lives_in_errors_py() -> None:
+    """One exception tree, drawn in errors.py's docstring (STYLE §1)."""
+    from reme_agent import errors
+
+    tree = {name for name, obj in vars(errors).items()
+            if isinstance(obj, type) and issubclass(obj, Exception)}
+    for path in sorted(PKG.rglob("*.py")):
+        if path == PKG / "errors.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                bases = {b.id if isinstance(b, ast.Name) else getattr(b, "attr", "")
+                         for b in node.bases}
+                assert not bases & tree, f"{path.relative_to(PKG)}: {node.name} belongs in errors.py"
+    documented = errors.__doc__ or ""
+    for name in tree - {"Exception"}:
+        assert name in documented, f"{name} is missing from the tree in errors.py's docstring"

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from reme_agent.engine.links import Edge, Link, edges_of, missing_edges
-from reme_agent.errors import StampChanged, WriteConflict
+from reme_agent.errors import AdditiveCheckFailed, StampChanged
 from reme_agent.schema.layout import DAILY, KNOWLEDGE, layer_of, parse_daily_path
 
 if TYPE_CHECKING:
@@ -32,16 +32,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("reme_agent.autolink")
 
 CLOSED_DAILY = ("distilled", "archived")
-
-
-class AdditiveCheckFailed(WriteConflict):
-    """An auto-link edit changed more than the link markup it meant to add; nothing written."""
-
-    def __init__(self, path: str, detail: str) -> None:
-        super().__init__(f"Refused auto-link write of {path!r}: {detail}; nothing was written.",
-                         "This is a bug in the planned edit; the note is left as it was.")
-        self.path = path
-        self.detail = detail
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,6 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from reme_agent.autolink.common import (
-    AdditiveCheckFailed,
     Insertion,
     audit_refusal,
     cas_outcome,
@@ -43,7 +42,7 @@ from reme_agent.autolink.matcher import Matcher, Mention
 from reme_agent.autolink.names import NameIndex
 from reme_agent.engine.links import Link, LinkResolver, extract_links, line_kinds
 from reme_agent.engine.parser import split_note
-from reme_agent.errors import NoteNotFound, NotText
+from reme_agent.errors import AdditiveCheckFailed, NoteNotFound, NotText
 
 if TYPE_CHECKING:
     from reme_agent.vault import Vault

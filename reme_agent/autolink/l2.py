@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from reme_agent.autolink.common import (
-    AdditiveCheckFailed,
     Insertion,
     apply_insertions,
     audit_refusal,
@@ -39,6 +38,7 @@ from reme_agent.autolink.names import NameIndex, Node
 from reme_agent.config import AutoLinkSettings
 from reme_agent.engine.links import LinkResolver, extract_links
 from reme_agent.engine.parser import split_note
+from reme_agent.errors import AdditiveCheckFailed
 
 if TYPE_CHECKING:
     from reme_agent.vault import Vault

@@ -30,7 +30,6 @@ from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from reme_agent.autolink.common import (
-    AdditiveCheckFailed,
     Insertion,
     append_report,
     apply_insertions,
@@ -44,7 +43,7 @@ from reme_agent.autolink.names import NameIndex, is_knowledge_node
 from reme_agent.config import AutoLinkSettings
 from reme_agent.engine.links import PREDICATE_RE, LinkResolver, edges_of, extract_links
 from reme_agent.engine.parser import split_note
-from reme_agent.errors import InvalidArgument, NoteNotFound
+from reme_agent.errors import AdditiveCheckFailed, InvalidArgument, NoteNotFound
 
 if TYPE_CHECKING:
     from reme_agent.toolkit.common import VaultScan

@@ -40,11 +40,13 @@ from reme_agent.engine.links import missing_edges
 from reme_agent.engine.parser import split_note
 from reme_agent.errors import (
     ConservationViolation,
-    InvalidArgument,
     NoteNotFound,
+    ReadFirst,
     ReMeError,
+    SectionViolation,
     StampChanged,
-    WriteConflict,
+    WriteRefused,
+    WriteSkipped,
 )
 from reme_agent.jobs.queue import JobQueue, QueueItem
 from reme_agent.schema.audit import append_audit
@@ -138,42 +140,6 @@ class JobResult(BaseModel):
         if self.error:
             lines.append(f"  error: {self.error}")
         return "\n".join(lines)
-
-
-# -- job-level errors (reach the model as tool errors) ----------------------------------
-class ReadFirst(InvalidArgument):
-    def __init__(self, path: str) -> None:
-        super().__init__(f"Refused rewrite of {path!r}: this job has not read it yet.",
-                         f"Call read(path={path!r}) first, edit that text, then write it back.")
-
-
-class SectionViolation(WriteConflict):
-    """A daily-note rewrite that breaks the section discipline (synchronizer)."""
-
-    def __init__(self, path: str, problems: list[str]) -> None:
-        super().__init__(f"Refused rewrite of {path!r}: " + " ".join(problems)
-                         + " Nothing was written.",
-                         'Keep those lines, or use daily_write with mode "append" and only the '
-                         "new lines: the sections are then merged for you.")
-        self.path = path
-        self.problems = problems
-
-
-class WriteRefused(WriteConflict):
-    def __init__(self, path: str, why: str, audit: str | None) -> None:
-        super().__init__(f"Refused {path!r} for the rest of this job: {why} The old note is "
-                         "kept unchanged" + (f" and the attempt is recorded in {audit}." if audit
-                                             else "."),
-                         "Do not write this note again; continue with the other notes.")
-        self.path = path
-
-
-class WriteSkipped(WriteConflict):
-    def __init__(self, path: str, redos: int, audit: str | None) -> None:
-        super().__init__(f"Skipped {path!r}: it kept changing while this job worked on it "
-                         f"({redos} redos)" + (f"; recorded in {audit}." if audit else "."),
-                         "Do not write this note again; continue with the other notes.")
-        self.path = path
 
 
 class Done(str):

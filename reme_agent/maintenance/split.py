@@ -42,7 +42,13 @@ from reme_agent.engine.links import LinkResolver
 from reme_agent.engine.names import note_aliases, note_title
 from reme_agent.engine.parser import Block, dump_note, parse_note, split_note
 from reme_agent.engine.tokenize import estimate_tokens
-from reme_agent.errors import ConservationViolation, ReMeError, StampChanged, WriteConflict
+from reme_agent.errors import (
+    ConservationViolation,
+    ReMeError,
+    StaleProposal,
+    StampChanged,
+    WriteConflict,
+)
 from reme_agent.maintenance.kmeans import choose_k
 from reme_agent.maintenance.merge import active_cooldowns, update_cooldowns
 from reme_agent.maintenance.report import StepResult
@@ -201,10 +207,6 @@ class SplitOutcome:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-class StaleProposal(WriteConflict):
-    """The note changed since the proposal was made."""
 
 
 # -- building and checking -----------------------------------------------------------------
