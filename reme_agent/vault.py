@@ -22,11 +22,13 @@ from reme_agent.engine.projections.graph import GraphProjection
 from reme_agent.engine.projections.keyword import KeywordProjection
 from reme_agent.engine.state import IndexState
 from reme_agent.engine.store import INTERNAL_DIR, FileStore
+from reme_agent.engine.view import VaultView, safe_rows
 from reme_agent.errors import VaultNotFound
 
 if TYPE_CHECKING:
     from reme_agent.engine.embedders import Embedder
     from reme_agent.engine.projections.vector import VectorProjection
+    from reme_agent.engine.state import FileRow
     from reme_agent.recall.access_log import AccessLog
     from reme_agent.recall.signals import SignalStore
 
@@ -156,9 +158,31 @@ class Vault:
             return self.indexer.run(full=full)
 
     def refresh(self, paths: list[str]) -> IndexReport:
-        """Re-index just these paths (after a tool wrote them), so search sees the change."""
+        """Re-index just these paths, so search sees the change (raises on failure)."""
         with self._lock:
             return self.indexer.run(paths=paths)
+
+    def try_refresh(self, paths: list[str]) -> str | None:
+        """Re-index paths after a write; a failure is a warning to report, never raised.
+
+        The file write already succeeded, so an index problem must not make its caller
+        (a tool, a job, maintenance) report a failure; `reme-agent index` catches up.
+        """
+        try:
+            self.refresh(list(dict.fromkeys(paths)))
+        except Exception as exc:
+            log.warning("re-indexing %s failed: %s", paths, exc)
+            return f"written, but re-indexing failed ({exc}); run `reme-agent index`"
+        return None
+
+    def index_rows(self) -> dict[str, FileRow]:
+        """The index state's row per file ({} when the index cannot be read)."""
+        return safe_rows(lambda: self.state.files())
+
+    def view(self) -> VaultView:
+        """The vault as it is now (files, notes' names and links, a resolver): what a
+        tool, a lint or a multi-file change plans against."""
+        return VaultView(self.store, self.index_rows(), self.settings.index.extensions)
 
     def ready(self) -> None:
         """Load projections from the saved state (cold open) or pick up another process's run."""

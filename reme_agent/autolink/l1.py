@@ -279,7 +279,7 @@ def link_note(vault: Vault, path: str, ctx: L1Context, *, dry_run: bool = False,
     elif outcome.status == "written":
         result.status = "linked"
         if refresh:
-            _refresh(vault, [norm])
+            vault.try_refresh([norm])
     return result
 
 
@@ -293,11 +293,4 @@ def _result(path: str, body: str, head: str, plan: L1Plan) -> NoteResult:
                                   ("declined by the model", plan.declined))
            for a in group]
     return NoteResult(path, "unchanged", links, amb)
-
-
-def _refresh(vault: Vault, paths: list[str]) -> None:
-    try:
-        vault.refresh(paths)
-    except Exception as exc:  # the file write succeeded; a stale index is repaired by `index`
-        log.warning("re-indexing %s failed: %s", paths, exc)
 

@@ -182,7 +182,7 @@ def run_l2(vault: Vault, index: NameIndex, resolver: LinkResolver, judge: Judge,
         if status in ("written", "dry_run"):
             added.append(row)
             if status == "written":
-                vault.refresh([q.source.path])
+                vault.try_refresh([q.source.path])
         else:
             declined.append({**row, "status": status})
     return {"candidates": len(pairs), "added": added, "declined": declined}

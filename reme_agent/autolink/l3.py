@@ -22,7 +22,6 @@ Decisions where DESIGN is silent:
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import hashlib
 import re
@@ -46,7 +45,7 @@ from reme_agent.engine.parser import split_note
 from reme_agent.errors import AdditiveCheckFailed, InvalidArgument, NoteNotFound
 
 if TYPE_CHECKING:
-    from reme_agent.toolkit.common import VaultScan
+    from reme_agent.engine.view import VaultView
     from reme_agent.vault import Vault
 
 __all__ = ["AUDIT_NAME", "plan_upgrade", "run_l3", "upgrade_predicate"]
@@ -90,9 +89,7 @@ def upgrade_predicate(vault: Vault, source: str, target: str, predicate: str, *,
     if not vault.store.exists(norm):
         raise NoteNotFound(norm, vault.store.suggest(norm))
     if resolver is None:
-        from reme_agent.toolkit.common import VaultScan
-
-        resolver = VaultScan(vault).resolver
+        resolver = vault.view().resolver
     tgt = resolver.resolve(target, norm) or target
     drop, add = (tgt, None), (tgt, predicate)
     found: list[int] = []
@@ -138,13 +135,11 @@ def upgrade_predicate(vault: Vault, source: str, target: str, predicate: str, *,
             f"- source: `{norm}`\n- edge: `(target={tgt}, predicate=None)` -> "
             f"`(target={tgt}, predicate={predicate})`\n- by: {actor}\n"
             f"- reason: {code_span(reason) if reason.strip() else '(none given)'}")
-        # The write and its audit stand; `reme-agent index` repairs a stale index.
-        with contextlib.suppress(Exception):
-            vault.refresh([norm])
+        vault.try_refresh([norm])  # the write and its audit stand, whatever the index says
     return result
 
 
-def candidates(scan: VaultScan, index: NameIndex, limit: int, *,
+def candidates(scan: VaultView, index: NameIndex, limit: int, *,
                only: Collection[str] | None = None, today: _dt.date | None = None
                ) -> list[tuple[str, str, int]]:
     """(source, target, file line) of bare links between knowledge nodes, rotated daily."""
@@ -168,7 +163,7 @@ def candidates(scan: VaultScan, index: NameIndex, limit: int, *,
     return found[:limit]
 
 
-def run_l3(vault: Vault, scan: VaultScan, index: NameIndex, judge: Judge,
+def run_l3(vault: Vault, scan: VaultView, index: NameIndex, judge: Judge,
            settings: AutoLinkSettings, *, dry_run: bool = False, max_redos: int = 3,
            only: Collection[str] | None = None) -> dict[str, Any]:
     """Ask the judge for predicates of bare links; apply each through `upgrade_predicate`."""

@@ -32,8 +32,8 @@ from reme_agent.config import AutoLinkSettings
 from reme_agent.errors import InvalidArgument, ModelNotConfigured, ReMeError
 
 if TYPE_CHECKING:
+    from reme_agent.engine.view import VaultView
     from reme_agent.jobs.queue import JobQueue, QueueItem
-    from reme_agent.toolkit.common import VaultScan
     from reme_agent.vault import Vault
 
 log = logging.getLogger("reme_agent.autolink")
@@ -118,12 +118,10 @@ class AutoLinker:
         self.max_redos = vault.settings.jobs.max_cas_redos if max_redos is None else max_redos
 
     # -- shared state ------------------------------------------------------------------
-    def scan(self) -> VaultScan:
-        from reme_agent.toolkit.common import VaultScan
+    def scan(self) -> VaultView:
+        return self.vault.view()
 
-        return VaultScan(self.vault)
-
-    def context(self, scan: VaultScan | None = None) -> L1Context:
+    def context(self, scan: VaultView | None = None) -> L1Context:
         """Names, matcher and resolver as the vault is now."""
         scan = scan or self.scan()
         index = NameIndex.from_frontmatter({p: m.frontmatter for p, m in scan.notes.items()},
@@ -207,7 +205,7 @@ class AutoLinker:
             elif res.status in ("refused", "conflict"):
                 refused.append({"path": path, "status": res.status, "reason": res.reason})
         if refresh and not dry_run and changed:
-            _refresh(self.vault, [r["path"] for r in changed])
+            self.vault.try_refresh([r["path"] for r in changed])
         return {"notes_scanned": scanned, "notes_changed": len(changed), "links_added": added,
                 "changed": changed, "ambiguous": ambiguous, "refused": refused,
                 "names": len(list(ctx.index.keys())), "nodes": len(ctx.index)}
@@ -309,11 +307,4 @@ class AutoLinkWorker:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _refresh(vault: Vault, paths: list[str]) -> None:
-    try:
-        vault.refresh(paths)
-    except Exception as exc:  # the files are written; `reme-agent index` repairs the index
-        log.warning("re-indexing after auto-link failed: %s", exc)
 

@@ -419,11 +419,17 @@ class FileStore:
                 raise
             return None, None
 
-    def delete(self, rel: str) -> None:
+    def delete(self, rel: str, stamp: str | None = None) -> None:
+        """Delete a file; with `stamp`, only while it still has those bytes (compare and
+        delete under the per-file lock every store writer takes)."""
         path = self.resolve(rel)
         if not path.is_file():
             raise NoteNotFound(self.normalize(rel), self.suggest(rel))
         with self.lock(rel):
+            if stamp is not None:
+                current = stamp_of(path.read_bytes()) if path.is_file() else None
+                if current != stamp:
+                    raise StampChanged(self.normalize(rel), stamp, current)
             path.unlink()
         self._prune_empty_dirs(path.parent)
 

@@ -51,7 +51,6 @@ from reme_agent.errors import (
 from reme_agent.jobs.queue import JobQueue, QueueItem
 from reme_agent.schema.audit import append_audit
 from reme_agent.schema.layout import daily_path
-from reme_agent.toolkit.common import VaultScan
 from reme_agent.toolkit.results import ToolResult
 
 if TYPE_CHECKING:
@@ -399,8 +398,8 @@ class Guard:
             return None
 
     def resolver(self, path: str) -> Callable[[str], str | None]:
-        scan = VaultScan(self.vault)
-        return lambda target: scan.resolver.resolve(target, path)
+        resolver = self.vault.view().resolver
+        return lambda target: resolver.resolve(target, path)
 
     def result(self, **fields: Any) -> JobResult:
         return JobResult(job=self.job, read=list(self.read), written=list(self.written),

@@ -26,8 +26,9 @@ each group; a yes is merged by `apply_merge`:
   rewritten to full paths, and `merged_from` records the losers;
 - every inbound link to a loser, anywhere, is retargeted to the winner (alias, anchor and
   predicate kept); losers' titles and aliases become winner aliases; losers are deleted;
-- all in one `Transaction`: every stamp checked first, rollback on failure, at most 3 redos
-  from fresh reads when a file changes under the plan;
+- all in one `engine.transaction.Transaction`: every stamp checked first, an intent journal,
+  rollback on failure (or by the next opener after a crash), at most 3 redos from fresh
+  reads when a file changes under the plan;
 - cooldowns: the winner for `cooldown_days`, a rejected group for `rejected_cooldown_days`.
 """
 
@@ -45,22 +46,19 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from reme_agent.engine.cas import MAX_REDOS
 from reme_agent.engine.names import note_aliases, note_title
 from reme_agent.engine.parser import dump_note, split_note
+from reme_agent.engine.retarget import edge_keys, retarget, rewrite_links
+from reme_agent.engine.transaction import Transaction
+from reme_agent.engine.view import VaultView
 from reme_agent.errors import ConservationViolation, ReMeError, StampChanged, WriteConflict
 from reme_agent.maintenance.access import rename_entries
 from reme_agent.maintenance.report import StepResult
-from reme_agent.maintenance.transaction import (
-    Transaction,
-    VaultView,
-    edge_keys,
-    retarget,
-    rewrite_links,
-)
 from reme_agent.recall.signals import CooldownEntry, CooldownsSignal, iso_utc, parse_moment
 from reme_agent.schema.audit import append_audit, audit_path
 from reme_agent.schema.frontmatter import type_errors
-from reme_agent.schema.layout import RESOURCE, layer_of
+from reme_agent.schema.layout import RESOURCE, is_record, layer_of
 
 if TYPE_CHECKING:
     from reme_agent.vault import Vault
@@ -80,7 +78,6 @@ __all__ = [
 ]
 
 MERGE_ACTIONS = ("merge", "merge-rejected")
-_REDOS = 3
 _BLOCK = 1024
 _PACK = 256   # communities smaller than this share one matrix product
 
@@ -355,8 +352,8 @@ def find_duplicates(vault: Vault, view: VaultView, *, params: MergeParams,
                     ) -> tuple[list[DuplicateGroup], list[DuplicateGroup], dict[str, Any]]:
     """(groups to judge, groups too large to merge automatically, stats)."""
     cooling = active_cooldowns(vault, now, MERGE_ACTIONS)
-    paths = sorted(p for p in view.rows if layer_of(p) in params.layers and p not in cooling)
-    texts = {p: summary_text(p, view.rows[p].frontmatter) for p in paths}
+    paths = sorted(p for p in view.notes if layer_of(p) in params.layers and p not in cooling)
+    texts = {p: summary_text(p, view.notes[p].frontmatter) for p in paths}
     cache = SummaryCache(vault.internal / "maintain.sqlite")
     try:
         mat = cache.vectors(vault.embedder, texts)
@@ -400,7 +397,7 @@ def find_duplicates(vault: Vault, view: VaultView, *, params: MergeParams,
 
 
 def _created(view: VaultView, path: str) -> float:
-    row = view.rows[path]
+    row = view.notes[path]
     moment = parse_moment(row.frontmatter.get("created"))
     return moment.timestamp() if moment is not None else row.mtime_ns / 1e9
 
@@ -460,13 +457,12 @@ def _merged_frontmatter(view: VaultView, winner: str, losers: list[str], texts: 
     return fm
 
 
-def plan_merge(vault: Vault, view: VaultView, members: list[str],
-               now: datetime) -> tuple[Transaction, MergeOutcome]:
-    """The whole merge as a checked, uncommitted transaction."""
+def plan_merge(vault: Vault, view: VaultView, members: list[str], now: datetime,
+               tx: Transaction) -> MergeOutcome:
+    """Plan the whole merge into `tx` (checked, not committed)."""
     winner = choose_winner(vault, view, members)
     losers = [p for p in members if p != winner]
     path_map = {p: winner for p in losers}
-    tx = Transaction(vault.store)
     texts = {p: tx.read(p) for p in [winner, *losers]}
     fm = _merged_frontmatter(view, winner, losers, texts, now)
     errors = type_errors(fm)
@@ -495,40 +491,31 @@ def plan_merge(vault: Vault, view: VaultView, members: list[str],
     for loser in losers:
         tx.delete(loser)
     retargeted = retarget(tx, view, path_map, after, force=losers, exclude={winner, *losers},
-                          immutable=lambda p: layer_of(p) == RESOURCE)
-    old_aliases = {a.casefold() for a in note_aliases(view.rows[winner].frontmatter)}
+                          skip=is_record, immutable=lambda p: layer_of(p) == RESOURCE)
+    old_aliases = {a.casefold() for a in note_aliases(view.notes[winner].frontmatter)}
     added = [a for a in fm.get("aliases") or [] if a.casefold() not in old_aliases]
-    return tx, MergeOutcome(winner, losers, [], retargeted, added)
+    return MergeOutcome(winner, losers, [], retargeted, added)
 
 
 def apply_merge(vault: Vault, members: list[str], *, now: datetime,
-                max_redos: int = _REDOS) -> MergeOutcome:
+                max_redos: int = MAX_REDOS) -> MergeOutcome:
     """Plan and commit one merge; a file changing under the plan discards it and redoes it."""
-    last: Exception | None = None
-    for _ in range(max_redos + 1):
-        view = VaultView.load(vault)
-        missing = [p for p in members if p not in view.rows]
+    def build(tx: Transaction) -> MergeOutcome:
+        view = vault.view()
+        missing = [p for p in members if p not in view.notes]
         if missing:
             raise WriteConflict(f"Cannot merge: {', '.join(missing)} no longer exist(s).")
-        tx, outcome = plan_merge(vault, view, members, now)
-        try:
-            outcome.written = tx.commit()
-        except StampChanged as exc:
-            last = exc
-            _refresh(vault, list(tx.planned))
-            continue
-        _refresh(vault, outcome.written)
-        rename_entries(vault, {p: outcome.winner for p in outcome.losers})
-        return outcome
-    raise WriteConflict(f"Merge of {', '.join(members)} skipped: files kept changing during "
-                        f"{max_redos} redos ({last}).", "It is retried on the next run.")
+        return plan_merge(vault, view, members, now, tx)
 
-
-def _refresh(vault: Vault, paths: list[str]) -> None:
     try:
-        vault.refresh(paths)
-    except Exception as exc:
-        log.warning("re-indexing %s failed: %s", paths, exc)
+        outcome, written = Transaction.run(vault.store, build, max_redos)
+    except StampChanged as exc:
+        raise WriteConflict(f"Merge of {', '.join(members)} skipped: files kept changing during "
+                            f"{max_redos} redos ({exc}).", "It is retried on the next run.") from exc
+    outcome.written = written
+    vault.try_refresh(written)
+    rename_entries(vault, {p: outcome.winner for p in outcome.losers})
+    return outcome
 
 
 # -- the step ------------------------------------------------------------------------------

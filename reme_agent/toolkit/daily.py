@@ -15,10 +15,11 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
 from reme_agent.engine.parser import dump_note, split_note
+from reme_agent.engine.view import note_meta
 from reme_agent.errors import InvalidArgument, StampChanged
 from reme_agent.schema.frontmatter import status_move_error
 from reme_agent.schema.layout import DAILY, daily_path, is_slug, parse_daily_path, slugify
-from reme_agent.toolkit.common import index_rows, now_iso, parse_day, read_meta
+from reme_agent.toolkit.common import now_iso, parse_day
 from reme_agent.toolkit.notes import check_write, edit_properties, ends_nl, written
 from reme_agent.toolkit.results import ToolResult, tool
 
@@ -124,10 +125,10 @@ def daily_list(vault: Vault, start: str | None = None, end: str | None = None,
         raise InvalidArgument(f"start {lo} is after end {hi}.")
     if not 1 <= limit <= 5000:
         raise InvalidArgument(f"limit must be between 1 and 5000, got {limit}.")
-    rows = index_rows(vault)
+    rows = vault.index_rows()
     items = []
     for note in _daily_notes(vault, lo, hi):
-        fm = read_meta(vault, note, rows.get(note)).frontmatter
+        fm = note_meta(vault.store, note, rows.get(note)).frontmatter
         st = fm.get("status") or "active"
         if status is None or st == status:
             day, slug = parse_daily_path(note) or ("", "")

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from reme_agent.engine.links import missing_edges
 from reme_agent.engine.parser import dump_note, split_frontmatter, split_note
+from reme_agent.engine.view import note_meta
 from reme_agent.errors import (
     ConservationViolation,
     InvalidArgument,
@@ -23,12 +24,8 @@ from reme_agent.errors import (
 )
 from reme_agent.schema.frontmatter import status_move_error, type_errors
 from reme_agent.toolkit.common import (
-    VaultScan,
-    index_rows,
     is_note,
     norm_folder,
-    read_meta,
-    refresh,
     short,
 )
 from reme_agent.toolkit.policy import check_change, check_link_safe_name
@@ -60,9 +57,9 @@ def list_notes(vault: Vault, folder: str = "", recursive: bool = True, glob: str
     _check_limit(limit, 10_000)
     base = norm_folder(vault, folder)
     paths = vault.store.list(base, recursive=recursive, pattern=glob or None)
-    rows = index_rows(vault)
+    rows = vault.index_rows()
     if where:
-        metas = {p: read_meta(vault, p, rows.get(p)) for p in paths if is_note(vault, p)}
+        metas = {p: note_meta(vault.store, p, rows.get(p)) for p in paths if is_note(vault, p)}
         paths = [p for p in paths if p in metas and matches(metas[p].frontmatter, where)]
     items = [_entry(vault, p, rows) for p in paths[:limit]]
     data = {"folder": base, "count": len(paths), "truncated": len(paths) > limit, "files": items}
@@ -116,16 +113,16 @@ def stat_note(vault: Vault, path: str) -> ToolResult:
         path: Vault-relative path, e.g. "knowledge/bm25/bm25.md".
     """
     st = vault.store.stat(path)
-    scan = VaultScan(vault)
-    meta = scan.notes.get(st.path)
+    view = vault.view()
+    meta = view.notes.get(st.path)
     out = meta.links if meta else []
-    resolved = [scan.resolve(link, st.path) for link in out]
+    resolved = [view.resolve(link, st.path) for link in out]
     data = {"path": st.path, "size": st.size,
             "mtime": _dt.datetime.fromtimestamp(st.mtime).astimezone().isoformat(),
             "stamp": st.stamp, "frontmatter": meta.frontmatter if meta else {},
             "title": meta.title if meta else st.path.rsplit("/", 1)[-1],
             "links_out": len(out), "links_out_dangling": sum(r is None for r in resolved),
-            "links_in": len(scan.inbound(st.path)), "parse_error": meta.error if meta else None}
+            "links_in": len(view.inbound(st.path)), "parse_error": meta.error if meta else None}
     text = "\n".join(f"{k}: {v}" for k, v in data.items() if k != "frontmatter")
     fm = "\n".join(f"  {k}: {v}" for k, v in data["frontmatter"].items())
     return ToolResult(data, text + ("\nfrontmatter:\n" + fm if fm else "\nfrontmatter: (none)"))
@@ -237,7 +234,7 @@ def check_write(vault: Vault, path: str, old_text: str | None, new_text: str) ->
 
 def written(vault: Vault, path: str, stamp: str, text: str, *, created: bool) -> ToolResult:
     """The answer of a note write (re-indexed so `search` sees it at once)."""
-    warning = refresh(vault, [path])
+    warning = vault.try_refresh([path])
     verb = "Created" if created else "Replaced"
     data = {"path": path, "stamp": stamp, "created": created,
             "bytes": len(text.encode("utf-8")), "warning": warning}
@@ -264,7 +261,7 @@ def edit_properties(vault: Vault, path: str, set_: Mapping[str, Any] | None = No
         return None if new_fm == fm else dump_note(new_fm, "") + parts.body
 
     done = vault.store.cas_edit(norm, edit, stamp=stamp)
-    warning = refresh(vault, [norm]) if done.status == "written" else None
+    warning = vault.try_refresh([norm]) if done.status == "written" else None
     assert done.stamp is not None
     return _props_result(norm, done.stamp, done.status == "written", planned["fm"],
                          planned["missing"], warning)
@@ -313,7 +310,7 @@ def _eq(a: Any, b: Any) -> bool:
 def _entry(vault: Vault, path: str, rows: Mapping[str, Any]) -> dict[str, Any]:
     if not is_note(vault, path):
         return {"path": path}
-    meta = read_meta(vault, path, rows.get(path))
+    meta = note_meta(vault.store, path, rows.get(path))
     desc = meta.frontmatter.get("description")
     return {"path": path, "title": meta.title,
             "description": desc if isinstance(desc, str) else None}
@@ -406,10 +403,10 @@ def _check_text(vault: Vault, path: str, old_text: str | None, new_text: str) ->
     _check_frontmatter(path, old_fm, new_fm)
     if old_text is None or "[[" not in old_text:
         return
-    scan = VaultScan(vault)
+    view = vault.view()
     old_body = split_frontmatter(old_text, path)[1]
     new_body = split_frontmatter(new_text, path)[1]
-    lost = missing_edges(old_body, new_body, lambda t: scan.resolver.resolve(t, path))
+    lost = missing_edges(old_body, new_body, lambda t: view.resolver.resolve(t, path))
     if lost:
         raise ConservationViolation(path, lost)
 

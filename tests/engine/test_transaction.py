@@ -2,13 +2,36 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 
+from reme_agent.engine.retarget import retarget
+from reme_agent.engine.transaction import Transaction
 from reme_agent.errors import StampChanged
-from reme_agent.maintenance.transaction import Transaction, VaultView, retarget
-from tests.maintenance.conftest import VaultFactory, knowledge
+from reme_agent.vault import open_vault
+from tests.maintenance.conftest import SETTINGS, VaultFactory, knowledge
 
 A, B, C = "knowledge/a/a.md", "knowledge/b/b.md", "knowledge/c/c.md"
+
+
+@pytest.fixture
+def make_vault(tmp_path: Path) -> Iterator[VaultFactory]:
+    """build(notes) -> a vault on disk (not indexed: a plan reads the files themselves)."""
+    made = []
+
+    def build(notes: dict[str, str]):
+        root = tmp_path / "vault"
+        for rel, text in notes.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text, encoding="utf-8")
+        made.append(open_vault(root, SETTINGS, create=True))
+        return made[-1]
+
+    yield build
+    for vault in made:
+        vault.close()
 
 
 def test_commit_creates_writes_and_deletes(make_vault: VaultFactory) -> None:
@@ -68,7 +91,7 @@ def test_retarget_rewrites_only_links_whose_meaning_changes(make_vault: VaultFac
         A: knowledge("Alpha", "x"),
         B: knowledge("B", f"full:: [[{A}|the A]] and short [[a]] and [[c]]"),
     })
-    view = VaultView.load(vault)
+    view = vault.view()
     renamed = "knowledge/z/z.md"
     tx = Transaction(vault.store)
     assert retarget(tx, view, {A: renamed}, view.after({A: renamed})) == {B: 2}
