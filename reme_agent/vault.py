@@ -22,6 +22,7 @@ from reme_agent.engine.projections.graph import GraphProjection
 from reme_agent.engine.projections.keyword import KeywordProjection
 from reme_agent.engine.state import IndexState
 from reme_agent.engine.store import INTERNAL_DIR, FileStore
+from reme_agent.engine.transaction import Recovery, recover
 from reme_agent.engine.view import VaultView, safe_rows
 from reme_agent.errors import VaultNotFound
 
@@ -153,8 +154,10 @@ class Vault:
 
     # -- operations --------------------------------------------------------------------
     def index(self, full: bool = False) -> IndexReport:
-        """Bring every projection in step with the files."""
+        """Bring every projection in step with the files (after rolling any multi-file
+        change a killed process left half done)."""
         with self._lock:
+            self.recover()
             return self.indexer.run(full=full)
 
     def refresh(self, paths: list[str]) -> IndexReport:
@@ -174,6 +177,15 @@ class Vault:
             log.warning("re-indexing %s failed: %s", paths, exc)
             return f"written, but re-indexing failed ({exc}); run `reme-agent index`"
         return None
+
+    def recover(self) -> list[Recovery]:
+        """Roll forward or back every multi-file change a killed process left half done
+        (DESIGN §5; `engine.transaction`). Cheap when there is none: one listdir."""
+        try:
+            return recover(self.store)
+        except OSError as exc:  # e.g. a read-only vault: reading still works
+            log.warning("could not roll back interrupted changes: %s", exc)
+            return []
 
     def index_rows(self) -> dict[str, FileRow]:
         """The index state's row per file ({} when the index cannot be read)."""
@@ -239,4 +251,6 @@ def open_vault(root: Path | str, settings: Settings | None = None, *, create: bo
             raise VaultNotFound(str(path))
         path.mkdir(parents=True)
     (path / INTERNAL_DIR).mkdir(exist_ok=True)
-    return Vault(path, settings)
+    vault = Vault(path, settings)
+    vault.recover()
+    return vault

@@ -466,7 +466,8 @@ def _roll(store: FileStore, journal: Path) -> Recovery:
     journal.unlink()
     _fsync_dir(journal.parent)
     _checkpoint()
-    log.warning("an interrupted change (journal %s) was %s: %s", jid, action, ", ".join(paths))
+    shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+    log.warning("an interrupted change (journal %s) was %s: %s", jid, action, shown)
     return Recovery(jid, action, paths)
 
 
