@@ -200,3 +200,21 @@ def test_a_live_commit_is_not_rolled_by_another_opener(states, tmp_path) -> None
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
     assert dangling(root) == [] and snapshot(root) == old
+
+
+def test_a_file_edited_after_the_crash_is_left_alone_and_the_journal_kept(states,
+                                                                          tmp_path) -> None:
+    template, old, _new, total = states["move"]
+    root = tmp_path / "v"
+    shutil.copytree(template, root)
+    assert child(root, "move", kill_at=total // 2).returncode == -9
+    edited = "knowledge/s000/s000.md"          # rewritten by the move before the kill
+    text = (root / edited).read_text(encoding="utf-8")
+    assert HUB_NEW in text
+    (root / edited).write_text(text + "A person's edit after the crash.\n", encoding="utf-8")
+    vault = open_vault(root, SETTINGS)
+    vault.close()
+    assert (root / edited).read_text(encoding="utf-8").endswith("after the crash.\n")
+    assert list((root / ".reme" / JOURNAL_DIR).glob("*.unresolved.json"))
+    rest = {p: b for p, b in snapshot(root).items() if p != edited}
+    assert rest == {p: b for p, b in old.items() if p != edited}   # everything else rolled back
