@@ -39,13 +39,13 @@ from reme_agent.config import AutoLinkSettings
 from reme_agent.engine.links import LinkResolver, extract_links
 from reme_agent.engine.parser import split_note
 from reme_agent.errors import AdditiveCheckFailed
+from reme_agent.maintenance.similarity import similar_paths
 
 if TYPE_CHECKING:
     from reme_agent.vault import Vault
 
-__all__ = ["append_see_also", "node_vectors", "run_l2", "see_also_insertion", "similar_pairs"]
+__all__ = ["append_see_also", "node_vectors", "run_l2", "see_also_insertion"]
 
-_BLOCK_CHUNK = 1024
 
 
 def node_vectors(vault: Vault, index: NameIndex) -> dict[str, np.ndarray]:
@@ -67,24 +67,6 @@ def node_vectors(vault: Vault, index: NameIndex) -> dict[str, np.ndarray]:
     for path, vec in out.items():
         norm = float(np.linalg.norm(vec))
         out[path] = vec / norm if norm > 0 else vec
-    return out
-
-
-def similar_pairs(vectors: dict[str, np.ndarray], threshold: float) -> list[tuple[str, str, float]]:
-    """(a, b, cosine) with a < b and cosine >= threshold, most similar first (chunked matmul)."""
-    paths = sorted(vectors)
-    if len(paths) < 2:
-        return []
-    mat = np.stack([vectors[p] for p in paths]).astype(np.float32)
-    out: list[tuple[str, str, float]] = []
-    for lo in range(0, len(paths), _BLOCK_CHUNK):
-        sims = mat[lo:lo + _BLOCK_CHUNK] @ mat.T
-        rows, cols = np.nonzero(sims >= threshold)
-        for r, c in zip(rows.tolist(), cols.tolist(), strict=True):
-            i = lo + r
-            if c > i:
-                out.append((paths[i], paths[c], round(float(sims[r, c]), 4)))
-    out.sort(key=lambda t: (-t[2], t[0], t[1]))
     return out
 
 
@@ -152,7 +134,7 @@ def run_l2(vault: Vault, index: NameIndex, resolver: LinkResolver, judge: Judge,
     floor = min(settings.l2_similarity, settings.l2_community_similarity)
     communities = vault.signals.communities() or {}
     pairs: list[tuple[str, str, float, bool | None]] = []
-    for a, b, sim in similar_pairs(vectors, floor):
+    for a, b, sim in similar_paths(vectors, floor):
         if sim >= settings.l4_similarity:
             continue  # a duplicate: L4 reports it for merging
         if only is not None and a not in only and b not in only:
