@@ -9,13 +9,14 @@ asks for, and records what the tools did, which becomes the typed `JobResult`:
   edit between that read and the write -> StampChanged reaches the model, which re-reads and
   redoes. After `max_cas_redos` redos on one path the note is skipped, audited
   (`audit/<date>/skipped.md`) and reported in `skipped`.
-- **E-1** (§5): a body rewrite must keep every outbound `(target, predicate)` edge, compared
-  with `missing_edges` before the tool runs (the toolkit checks again atomically). The first
-  violation on a path returns an error naming exactly the dropped links, so the model can put
-  them back; the second refuses the path for the rest of the job, leaves the old body intact,
-  appends to `audit/<date>/refused.md` and reports it in `refused`. Jobs add their own
-  rewrite rules (the synchronizer's section discipline) through `rewrite_problems`; they count
-  as the same strikes.
+- **E-1** (§5): a body rewrite must keep every outbound `(target, predicate)` edge. The tool
+  checks it (the one check, made on the text it is about to replace); the guard turns its
+  `ConservationViolation` into strikes. The first violation on a path returns the error
+  naming exactly the dropped links, so the model can put them back; the second refuses the
+  path for the rest of the job, leaves the old body intact, appends to
+  `audit/<date>/refused.md` and reports it in `refused`. Jobs add their own rewrite rules
+  (the synchronizer's section discipline) through `rewrite_problems`, checked before the
+  tool runs; they count as the same strikes.
 - Every write outcome is kept per path: a path whose last attempt failed is in `failed`, one
   that later succeeded is not.
 
@@ -245,10 +246,11 @@ class Guard:
     def after_write(self, path: str, created: bool) -> None:
         """Called after every successful body write (create or rewrite)."""
 
-    # -- CAS + E-1 ---------------------------------------------------------------------
+    # -- CAS and the job's rewrite rules -----------------------------------------------
     def before_rewrite(self, path: str, args: dict[str, Any], *, new_body: str | None,
                        replacing: bool) -> None:
-        """Stamp and conservation checks for a write that may replace an existing note."""
+        """Stamp check and the job's own rewrite rules for a write that may replace an
+        existing note (E-1 is the tool's check; `on_error` counts its strikes)."""
         current = self.current(path)
         self._old[path] = current[0] if current else None
         if current is None or not replacing:
@@ -263,11 +265,7 @@ class Guard:
             raise StampChanged(path, stamp, stamp_now)
         if new_body is None:
             return  # frontmatter only: the body (and so every link) stays byte for byte
-        old_body = split_note(text, path).body
-        lost = missing_edges(old_body, new_body, self.resolver(path))
-        if lost:
-            raise ConservationViolation(path, lost)
-        problems = self.rewrite_problems(path, old_body, new_body)
+        problems = self.rewrite_problems(path, split_note(text, path).body, new_body)
         if problems:
             raise SectionViolation(path, problems)
 
@@ -341,6 +339,8 @@ class Guard:
             return
         old_body = split_note(old_text, path).body if old_text else ""
         new_body = split_note(new_text, path).body
+        if not missing_edges(new_body, old_body):
+            return  # no link spelled anew, so no new edge: no need to resolve anything
         for target, predicate in sorted(missing_edges(new_body, old_body, self.resolver(path)),
                                         key=lambda e: (e[0], e[1] or "")):
             self.linked.append(LinkEdge(source=path, target=target, predicate=predicate))
