@@ -95,3 +95,14 @@ def test_every_public_error_class_lives_in_errors_py() -> None:
     documented = errors.__doc__ or ""
     for name in tree - {"Exception"}:
         assert name in documented, f"{name} is missing from the tree in errors.py's docstring"
+
+
+def test_the_algorithms_never_import_the_job_layer_or_the_toolkit() -> None:
+    """maintenance/ (auto-link included) asks its Judge/MergeJudge/SplitPlanner protocols;
+    the LLM behind them lives in jobs/ (STYLE §6). CLI modules are composition roots."""
+    for path in modules("maintenance"):
+        if path.name == "cli.py":
+            continue
+        bad = {m for m in imports_of(path)
+               if m.startswith(("reme_agent.jobs", "reme_agent.toolkit"))}
+        assert not bad, f"{path.relative_to(PKG)} imports {bad}"

@@ -34,7 +34,7 @@ def autolink(obj: _Ctx, vault: str | None, as_json: bool, configs: tuple[str, ..
       reme-agent autolink --levels L1 --path knowledge/jwt/jwt.md
       reme-agent autolink --levels L1,L4 --json
     """
-    from reme_agent.autolink.runner import AutoLinker, parse_levels
+    from reme_agent.maintenance.autolink.runner import AutoLinker, parse_levels
 
     c = _ctx(obj, vault, as_json, configs)
     v = c.open()
@@ -42,7 +42,7 @@ def autolink(obj: _Ctx, vault: str | None, as_json: bool, configs: tuple[str, ..
         wanted = parse_levels(levels, v.settings.autolink.levels)
         judge = None
         if v.settings.model.configured:
-            from reme_agent.autolink.job import JobJudge
+            from reme_agent.jobs.autolink_job import JobJudge
 
             judge = JobJudge(v)
         report = AutoLinker(v, judge=judge).run(wanted, paths=list(paths) or None,

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from reme_agent.autolink.common import append_report
-from reme_agent.autolink.l2 import node_vectors
-from reme_agent.autolink.names import NameIndex
 from reme_agent.config import AutoLinkSettings
+from reme_agent.maintenance.autolink.common import append_report
+from reme_agent.maintenance.autolink.l2 import node_vectors
+from reme_agent.maintenance.autolink.names import NameIndex
 from reme_agent.maintenance.similarity import similar_paths
 
 if TYPE_CHECKING:

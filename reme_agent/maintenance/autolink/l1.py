@@ -28,7 +28,10 @@ from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from reme_agent.autolink.common import (
+from reme_agent.engine.links import Link, LinkResolver, extract_links, line_kinds
+from reme_agent.engine.parser import split_note
+from reme_agent.errors import AdditiveCheckFailed, NoteNotFound, NotText
+from reme_agent.maintenance.autolink.common import (
     Insertion,
     audit_refusal,
     cas_outcome,
@@ -37,12 +40,9 @@ from reme_agent.autolink.common import (
     paragraph_at,
     source_refusal,
 )
-from reme_agent.autolink.judge import Judge, MentionQuestion
-from reme_agent.autolink.matcher import Matcher, Mention
-from reme_agent.autolink.names import NameIndex
-from reme_agent.engine.links import Link, LinkResolver, extract_links, line_kinds
-from reme_agent.engine.parser import split_note
-from reme_agent.errors import AdditiveCheckFailed, NoteNotFound, NotText
+from reme_agent.maintenance.autolink.judge import Judge, MentionQuestion
+from reme_agent.maintenance.autolink.matcher import Matcher, Mention
+from reme_agent.maintenance.autolink.names import NameIndex
 
 if TYPE_CHECKING:
     from reme_agent.vault import Vault

@@ -28,7 +28,11 @@ import re
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
-from reme_agent.autolink.common import (
+from reme_agent.config import AutoLinkSettings
+from reme_agent.engine.links import PREDICATE_RE, LinkResolver, edges_of, extract_links
+from reme_agent.engine.parser import split_note
+from reme_agent.errors import AdditiveCheckFailed, InvalidArgument, NoteNotFound
+from reme_agent.maintenance.autolink.common import (
     Insertion,
     append_report,
     apply_insertions,
@@ -37,12 +41,8 @@ from reme_agent.autolink.common import (
     check_insertions,
     code_span,
 )
-from reme_agent.autolink.judge import Judge, PredicateQuestion
-from reme_agent.autolink.names import NameIndex, is_knowledge_node
-from reme_agent.config import AutoLinkSettings
-from reme_agent.engine.links import PREDICATE_RE, LinkResolver, edges_of, extract_links
-from reme_agent.engine.parser import split_note
-from reme_agent.errors import AdditiveCheckFailed, InvalidArgument, NoteNotFound
+from reme_agent.maintenance.autolink.judge import Judge, PredicateQuestion
+from reme_agent.maintenance.autolink.names import NameIndex, is_knowledge_node
 
 if TYPE_CHECKING:
     from reme_agent.engine.view import VaultView

@@ -26,19 +26,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from reme_agent.autolink.common import (
+from reme_agent.config import AutoLinkSettings
+from reme_agent.engine.links import LinkResolver, extract_links
+from reme_agent.engine.parser import split_note
+from reme_agent.errors import AdditiveCheckFailed
+from reme_agent.maintenance.autolink.common import (
     Insertion,
     apply_insertions,
     audit_refusal,
     cas_outcome,
     check_insertions,
 )
-from reme_agent.autolink.judge import Judge, PairQuestion
-from reme_agent.autolink.names import NameIndex, Node
-from reme_agent.config import AutoLinkSettings
-from reme_agent.engine.links import LinkResolver, extract_links
-from reme_agent.engine.parser import split_note
-from reme_agent.errors import AdditiveCheckFailed
+from reme_agent.maintenance.autolink.judge import Judge, PairQuestion
+from reme_agent.maintenance.autolink.names import NameIndex, Node
 from reme_agent.maintenance.similarity import similar_paths
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from reme_agent.autolink.names import Node
+from reme_agent.maintenance.autolink.names import Node
 
 __all__ = ["Judge", "MentionQuestion", "PairQuestion", "PredicateQuestion", "ScriptedJudge"]
 
