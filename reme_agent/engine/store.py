@@ -419,6 +419,12 @@ class FileStore:
                 raise
             return None, None
 
+    def write_internal(self, name: str, data: bytes) -> Path:
+        """Atomic write of `.reme/<name>` (derived state such as a journal, never a note)."""
+        path = self.root / INTERNAL_DIR / name
+        self._atomic_write(path, data)
+        return path
+
     def delete(self, rel: str, stamp: str | None = None) -> None:
         """Delete a file; with `stamp`, only while it still has those bytes (compare and
         delete under the per-file lock every store writer takes)."""

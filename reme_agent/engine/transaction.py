@@ -49,7 +49,6 @@ import json
 import logging
 import os
 import signal
-import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -57,7 +56,17 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from reme_agent.engine.cas import MAX_REDOS, redo_on_stamp_change
-from reme_agent.engine.store import INTERNAL_DIR, FileStore, decode_text, stamp_of
+from reme_agent.engine.locks import flock_until
+
+# The store's own helpers: one way to fsync a folder and to turn text into bytes.
+from reme_agent.engine.store import (
+    INTERNAL_DIR,
+    FileStore,
+    _bytes,
+    _fsync_dir,
+    decode_text,
+    stamp_of,
+)
 from reme_agent.errors import NoteExists, StampChanged
 
 log = logging.getLogger("reme_agent.engine")
@@ -323,6 +332,7 @@ def _folder(store: FileStore) -> Path:
 
 @dataclass
 class _Journal:
+    store: FileStore
     path: Path
     lock_fd: int
     data: dict[str, Any] = field(repr=False)
@@ -337,8 +347,8 @@ class _Journal:
         jid = f"{_dt.datetime.now(_dt.UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}"
         fd = os.open(folder / f"{jid}.lock", os.O_CREAT | os.O_RDWR, 0o644)
         fcntl.flock(fd, fcntl.LOCK_EX)   # taken before the journal is visible to recoverers
-        journal = cls(folder / f"{jid}.json", fd, {"version": _VERSION, "id": jid,
-                                                   "state": "prepared", "steps": steps})
+        journal = cls(store, folder / f"{jid}.json", fd,
+                      {"version": _VERSION, "id": jid, "state": "prepared", "steps": steps})
         try:
             journal._save()
             yield journal
@@ -350,32 +360,15 @@ class _Journal:
         _checkpoint()
 
     def _save(self) -> None:
-        _write_atomic(self.path, json.dumps(self.data).encode())
+        self.store.write_internal(f"{JOURNAL_DIR}/{self.path.name}", json.dumps(self.data).encode())
+        _checkpoint()
 
     def mark_committed(self) -> None:
         self.data["state"] = "committed"
         self._save()
-        _checkpoint()
 
     def keep(self) -> None:
         self.kept = True
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        _checkpoint()
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
-    _checkpoint()
 
 
 def _release(lock: Path, fd: int, *, remove: bool) -> None:
@@ -384,14 +377,6 @@ def _release(lock: Path, fd: int, *, remove: bool) -> None:
     fcntl.flock(fd, fcntl.LOCK_UN)
     os.close(fd)
 
-
-def _fsync_dir(folder: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 # -- recovery ---------------------------------------------------------------------------------
@@ -425,9 +410,7 @@ def recover(store: FileStore) -> list[Recovery]:
         except OSError as exc:  # a read-only vault: nothing can be rolled from here
             log.warning("cannot roll %s: %s", journal.name, exc)
             continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not flock_until(fd, 0):
             os.close(fd)
             continue  # a live commit (or another recoverer) holds it
         done = None
@@ -477,8 +460,4 @@ def _b64(data: bytes) -> str:
 
 def _unb64(text: str) -> bytes:
     return base64.b64decode(text.encode("ascii"))
-
-
-def _bytes(content: str | bytes) -> bytes:
-    return content.encode("utf-8") if isinstance(content, str) else content
 
