@@ -22,6 +22,7 @@ from typing import Any
 from evals.ablations import EvalConfig
 from evals.datasets import Dataset, Query, VaultSpec
 from evals.metrics import (
+    answered_empty,
     bootstrap_ci,
     distinct_at,
     latency_summary,
@@ -323,6 +324,7 @@ def score_query(out: Any, ms: float, spec: VaultSpec, query: Query, cfg: EvalCon
     """Score one query's result at node (and block) level."""
     extra: dict[str, float] = {}
     expanded: list[str] = []
+    shown: list[Any] = out.results if cfg.mode == "nodes" else []
     if cfg.mode in ("blocks", "union", "ranked"):
         if cfg.mode == "union":
             hits = refuse(out, dict(cfg.post))[:options_limit(cfg)]
@@ -330,6 +332,7 @@ def score_query(out: Any, ms: float, spec: VaultSpec, query: Query, cfg: EvalCon
             hits = recombine(out, dict(cfg.post))[:options_limit(cfg)]
         else:
             hits = out
+        shown = hits[:NODE_DEPTH]
         raw_nodes = [spec.node_key(h.path) for h in hits]
         if cfg.post:
             paths, hits = rerank(hits, dict(cfg.post))
@@ -347,6 +350,11 @@ def score_query(out: Any, ms: float, spec: VaultSpec, query: Query, cfg: EvalCon
         extra["distinct@5"] = distinct_at(nodes, 5)
         if cfg.expand_depth:
             extra["expanded"] = float(len(out.expansion))
+    # A query with no relevant note (kvault's no_match) is scored only by `empty`: the share
+    # answered with nothing. On answerable queries `empty` is a floor silencing a real answer.
+    extra["empty"] = answered_empty(shown)
+    if not query.relevant:
+        return QueryRow(query.qid, query.kind, {}, {}, extra, ms)
     node = score_ranking(nodes, query.relevant)
     if query.forbidden:
         extra["leak@5"] = leak_at(nodes, query.forbidden, 5)

@@ -90,6 +90,22 @@ def leak_at(ranked: Sequence[Key], forbidden: Iterable[Hashable], k: int = 5) ->
     return 1.0 if any(key in bad for key in ranked[:k] if key is not None) else 0.0
 
 
+def answered_empty(results: Sequence[object]) -> float:
+    """1 if search answered "nothing": no result, or every result flagged weak.
+
+    Why the flag: a relevance floor may keep results but mark them `weak` (DESIGN §7,
+    "no good match" is an answer). A result is weak when it has a truthy `weak` attribute or
+    key; results without the flag count as real answers, so today's search (no floor) scores
+    0 on every query, and the metric needs no change when the flag arrives.
+    """
+    def weak(result: object) -> bool:
+        if isinstance(result, Mapping):
+            return bool(result.get("weak", False))
+        return bool(getattr(result, "weak", False))
+
+    return 1.0 if all(weak(r) for r in results) else 0.0
+
+
 def distinct_at(ranked: Sequence[Key], k: int = 5) -> float:
     """How many different keys the first k slots show (redundancy check for grouping)."""
     return float(len({key for key in ranked[:k] if key is not None}))

@@ -14,13 +14,17 @@ from typing import Any
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
-# Issue #5 targets: (dataset, level, metric, threshold).
+# Issue #5 and G2 (#15) targets: (dataset, level, metric, threshold). A level "kind:<k>" reads
+# the kind's extra metric (kvault: the share of no_match queries answered with nothing).
 TARGETS: list[tuple[str, str, str, float]] = [
     ("locomo", "node", "mrr", 0.80),
     ("locomo", "node", "r@5", 0.90),
     ("locomo", "block", "mrr", 0.55),
     ("locomo", "block", "r@5", 0.65),
     ("cmrc", "node", "hit@1", 0.85),
+    ("kvault", "node", "hit@1", 0.85),
+    ("kvault", "node", "hit@5", 0.95),
+    ("kvault", "kind:no_match", "empty", 0.80),
 ]
 
 # Synthetic: the metric each kind is judged by, and the configs that should lift it.
@@ -54,6 +58,8 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 
 
 def _metric(cfg: dict[str, Any], level: str, metric: str) -> float | None:
+    if level.startswith("kind:"):
+        return _kind_value(cfg, level.removeprefix("kind:"), "extra", metric)
     entry = cfg.get("levels", {}).get(level, {}).get(metric)
     return entry["mean"] if entry else None
 
@@ -187,7 +193,7 @@ def targets_table(results: list[dict[str, Any]]) -> list[str]:
         bv = _metric(best, level, metric)
         met = "yes" if dv is not None and dv >= threshold else (
             "best only" if bv is not None and bv >= threshold else "no")
-        name = data["level_names"].get(level, level)
+        name = data["level_names"].get(level, level.removeprefix("kind:"))
         lines.append(f"| {dataset} | {name} | {metric} | ≥ {threshold} | {_fmt(dv)} | {best['name']} "
                      f"| {_fmt(bv)} | {met} |")
     syn = main.get("synthetic")
@@ -284,6 +290,8 @@ def ablation_chart(data: dict[str, Any], path: Path) -> Path:
 
 
 def dataset_section(data: dict[str, Any], chart: str | None) -> list[str]:
+    from evals import kind_report  # imports this module: loaded lazily
+
     idx = data["index"]
     out = [f"## {data['dataset']} ({data['embedder']} embedder)", "",
            f"{data['n_queries']} queries over {data['n_notes']} notes in {len(data['vaults'])} "
@@ -295,6 +303,10 @@ def dataset_section(data: dict[str, Any], chart: str | None) -> list[str]:
         out += [f"![{data['dataset']} ablation]({chart})", ""]
     if data["dataset"] == "synthetic":
         out += ["### Per query kind", "", *kind_table(data), ""]
+    elif data["dataset"] in kind_report.DATASETS:
+        out += kind_report.section(data)
+        if chart:
+            out += [f"![{data['dataset']} per kind]({chart.removesuffix('.png')}.kinds.png)", ""]
     elif data["dataset"].startswith("locomo"):
         picks = ["BM25 only", "vector only", "rrf w=0.7", "(chosen, text only)", "+ recency",
                  "+ all factors", "+ all + node grouping", "default search()"]
@@ -304,8 +316,11 @@ def dataset_section(data: dict[str, Any], chart: str | None) -> list[str]:
 
 def build_report(folder: Path = RESULTS_DIR, charts: bool = True) -> Path:
     """Regenerate `report.md` (and one PNG per main dataset run) from the JSON in `folder`."""
+    from evals import kind_report
+
     results = load_results(folder)
-    order = {"synthetic": 0, "locomo": 1, "locomo+obs": 2, "cmrc": 3, "cmrc-chunk": 4}
+    order = {"synthetic": 0, "locomo": 1, "locomo+obs": 2, "cmrc": 3, "cmrc-chunk": 4,
+             "kvault": 5}
     main = sorted((d for d in results if d.get("embedder") == "use" or not d.get("comparison")),
                   key=lambda d: (order.get(d["dataset"], 9), d["dataset"], d["embedder"]))
     lines = ["# reme-agent recall evals", "",
@@ -313,12 +328,14 @@ def build_report(folder: Path = RESULTS_DIR, charts: bool = True) -> Path:
              "report. Metrics at node level unless named otherwise; MRR is MRR@10; brackets are "
              "95% bootstrap intervals (1000 resamples, seeded); ΔMRR is paired against the "
              "chosen fusion with no factors. See evals/README.md for what each row means.", "",
-             "## Targets (issue #5)", "", *targets_table(results), ""]
+             "## Targets (issue #5; kvault: G2, #15)", "", *targets_table(results), ""]
     for data in main:
         chart = None
         if charts:
             stem = data["_file"].removesuffix(".json")
             chart = ablation_chart(data, folder / f"{stem}.png").name
+            if data["dataset"] in kind_report.DATASETS:
+                kind_report.kind_chart(data, folder / f"{stem}.kinds.png")
         lines += dataset_section(data, chart)
     emb = embedder_table(results)
     skipped = _skipped(folder)

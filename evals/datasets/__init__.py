@@ -109,6 +109,21 @@ def keyed_lines(text: str, pattern: re.Pattern[str]) -> dict[int, str]:
     return out
 
 
+def round_robin(queries: list[Query], limit: int | None) -> list[Query]:
+    """At most `limit` queries, taken round-robin over kinds, so a quick run sees every kind."""
+    if limit is None:
+        return list(queries)
+    by_kind: dict[str, list[Query]] = {}
+    for q in queries:
+        by_kind.setdefault(q.kind, []).append(q)
+    picked: list[Query] = []
+    while len(picked) < limit and any(by_kind.values()):
+        for kind in by_kind:
+            if by_kind[kind] and len(picked) < limit:
+                picked.append(by_kind[kind].pop(0))
+    return picked
+
+
 def slugify(text: str, limit: int = 60) -> str:
     """Kebab-case slug, any script kept (DESIGN §2), at most `limit` chars."""
     slug = re.sub(r"[^\w]+", "-", text.lower()).strip("-")

@@ -21,7 +21,7 @@ import math
 import random
 from datetime import UTC, datetime, timedelta
 
-from evals.datasets import Dataset, Query, VaultSpec
+from evals.datasets import Dataset, Query, VaultSpec, round_robin
 from evals.datasets.synthetic_bank import (
     AMBIGUOUS,
     ARCHIVED,
@@ -293,15 +293,5 @@ def load(data: object = None, *, limit: int | None = None, seed: int = 7,
          now: datetime = DEFAULT_NOW) -> Dataset:
     """The synthetic dataset (`data` is ignored: it is generated)."""
     ds = build(seed=seed, now=now)
-    if limit is not None:
-        # Keep every kind represented: take queries round-robin over kinds.
-        by_kind: dict[str, list[Query]] = {}
-        for q in ds.vaults[0].queries:
-            by_kind.setdefault(q.kind, []).append(q)
-        picked: list[Query] = []
-        while len(picked) < limit and any(by_kind.values()):
-            for kind in list(by_kind):
-                if by_kind[kind] and len(picked) < limit:
-                    picked.append(by_kind[kind].pop(0))
-        ds.vaults[0].queries = picked
+    ds.vaults[0].queries = round_robin(ds.vaults[0].queries, limit)
     return ds

@@ -23,13 +23,10 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from reme_agent.engine.names import note_aliases, note_title
 from reme_agent.schema.layout import KNOWLEDGE, layer_of
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["NameEntry", "NameIndex", "Node", "fold", "is_knowledge_node"]
 

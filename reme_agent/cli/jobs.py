@@ -1,0 +1,131 @@
+"""`reme-agent sync | distill | hook`: the LLM jobs and hooks on the command line (DESIGN §9).
+
+A job command prints the JobResult (text, or JSON with --json) and exits 1 when the job
+stopped on an error or left failed/refused writes. `hook` reads the event JSON on stdin and always exits 0
+(see `reme_agent.hooks`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from reme_agent.cli.context import Ctx, common
+
+
+def _emit(c: Ctx, result: Any) -> None:
+    data = result.model_dump(mode="json", exclude=None if c.as_json else {"tool_calls"})
+    c.emit(data, result.render())
+    if not result.ok:
+        raise click.exceptions.Exit(1)
+
+
+def _day(value: str | None) -> Any:
+    import datetime as dt
+
+    if value is None:
+        return None
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a YYYY-MM-DD date.") from None
+
+
+@click.command("sync")
+@common
+@click.option("--messages", "messages_file", required=True, type=click.Path(exists=True,
+              dir_okay=False, path_type=Path), help="JSON list of {role, content} messages.")
+@click.option("--mode", type=click.Choice(["llm", "transcript"]), default="llm",
+              show_default=True, help="llm needs a configured model; transcript appends raw turns.")
+@click.option("--session-id", default=None, help="The conversation's id (originSessionId).")
+@click.option("--hint", default="", help="A hint for the model, e.g. the task's name.")
+@click.option("--slug", default=None, help="transcript mode: the note's slug.")
+@click.option("--date", "day", default=None, help="The day to write (default today).")
+def sync_cmd(c: Ctx, messages_file: Path, mode: str, session_id: str | None, hint: str,
+             slug: str | None, day: str | None) -> None:
+    """Record a conversation in today's daily note (the synchronizer).
+
+    \b
+    Example:
+      reme-agent sync --messages chat.json --mode transcript
+      reme-agent sync --messages chat.json --session-id s-42 --json
+    """
+    from reme_agent.jobs.synchronizer import run_synchronizer
+
+    try:
+        data = json.loads(messages_file.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise click.ClickException(f"Cannot read {messages_file}: {exc}") from exc
+    messages = data.get("messages", data) if isinstance(data, dict) else data
+    if not isinstance(messages, list):
+        raise click.ClickException(f"{messages_file} must hold a JSON list of messages.")
+    today = _day(day)
+    v = c.open()
+    try:
+        result = run_synchronizer(v, messages, mode=mode, session_id=session_id, hint=hint,
+                                  slug=slug, today=today)
+    finally:
+        v.close()
+    _emit(c, result)
+
+
+@click.command("distill")
+@common
+@click.argument("daily_paths", nargs=-1, required=True)
+@click.option("--hint", default="", help="A hint for the model, e.g. what matters most.")
+@click.option("--flip/--no-flip", "flip_status", default=True, show_default=True,
+              help="Set fully distilled daily notes to status distilled.")
+def distill_cmd(c: Ctx, daily_paths: tuple[str, ...], hint: str, flip_status: bool) -> None:
+    """Distill daily notes into knowledge notes (Read-Modify-Write; needs a model).
+
+    \b
+    Example:
+      reme-agent distill daily/2026-11-28/search-tuning
+      reme-agent distill daily/2026-11-28/a/a.md daily/2026-11-28/b --hint "focus on decisions"
+    """
+    from reme_agent.jobs.distiller import run_distiller
+
+    v = c.open()
+    try:
+        result = run_distiller(v, list(daily_paths), hint=hint, flip_status=flip_status)
+    finally:
+        v.close()
+    _emit(c, result)
+
+
+@click.command("hook")
+@common
+@click.argument("name", type=click.Choice(["session_end", "pre_compact", "stop"]))
+@click.option("--mode", type=click.Choice(["auto", "llm", "transcript"]), default="auto",
+              show_default=True, help="Sync mode: auto = llm when a model is configured.")
+def hook_cmd(c: Ctx, name: str, mode: str) -> None:
+    """Run a host hook with the event JSON on stdin; always exits 0 (errors go to stderr).
+
+    \b
+    Event: {"session_id", "transcript_path" or "messages", "cwd"} (Claude Code's shape).
+    Example:
+      echo '{"session_id": "s1", "messages": [{"role": "user", "content": "hi"}]}' \\
+        | reme-agent hook pre_compact --vault ./vault
+    """
+    from reme_agent.config import load_settings
+    from reme_agent.hooks import parse_event, run_hook, vault_for
+    from reme_agent.vault import open_vault
+
+    try:
+        event = parse_event("" if sys.stdin.isatty() else sys.stdin.read())  # no pipe: {}
+        root = vault_for(event, c.vault_arg or os.environ.get("REME_VAULT"))
+        v = open_vault(root, load_settings(c.configs, vault=root))
+        try:
+            kwargs: dict[str, Any] = {} if name == "stop" else {"mode": mode}
+            report = run_hook(name, v, event, **kwargs)
+        finally:
+            v.close()
+    except Exception as exc:  # never fail or block the host: one line on stderr, exit 0
+        click.echo(f"reme-agent hook {name}: error: {type(exc).__name__}: {exc}", err=True)
+        return
+    click.echo(json.dumps(report, ensure_ascii=False, default=str))

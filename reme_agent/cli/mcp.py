@@ -1,0 +1,35 @@
+"""`reme-agent mcp`: serve one vault over MCP (stdio or streamable HTTP)."""
+
+from __future__ import annotations
+
+import click
+
+from reme_agent.cli.context import Ctx, common
+
+
+@click.command("mcp")
+@common
+@click.option("--tier", type=click.Choice(["service", "expert"]), default="service",
+              show_default=True, help="service = atomic tools + LLM jobs; expert = atomic tools only.")
+@click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP bind address.")
+@click.option("--port", default=8765, show_default=True, help="HTTP port.")
+@click.option("--token-env", default=None, metavar="NAME",
+              help="Environment variable holding the bearer token (required off loopback).")
+def mcp(c: Ctx, tier: str, transport: str, host: str, port: int, token_env: str | None) -> None:
+    """Serve the vault's tools over MCP.
+
+    \b
+    Example:
+      reme-agent mcp --vault ./vault --tier expert
+      REME_MCP_TOKEN=secret reme-agent mcp --transport http --host 0.0.0.0 --token-env REME_MCP_TOKEN
+    """
+    from reme_agent.mcp_server import resolve_token, serve
+
+    if transport == "http":
+        resolve_token(host, token_env)  # fail fast, before loading the vault
+    v = c.open()
+    try:
+        serve(v, tier, "stdio" if transport == "stdio" else "http", host, port, token_env)
+    finally:
+        v.close()

@@ -1,0 +1,200 @@
+"""Face 3: the tools on the command line (`reme-agent tools|tool|read|traverse|lint`).
+
+`reme-agent tool <name> --arg value ... [--json]` reaches every tool: its options are derived
+from the same signature + docstring the model sees (lists repeat the option, objects take
+JSON). Errors are converted once, by the root group (`reme_agent.cli.main`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import types
+from typing import Annotated, Any, Union, get_args, get_origin
+
+import click
+
+from reme_agent.cli.context import Ctx, common, shared_option_objects, with_ctx
+
+
+def _run_tool(c: Ctx, name: str, **kwargs: Any) -> dict[str, Any]:
+    from reme_agent.toolkit.registry import get_tool
+
+    spec = get_tool(name)
+    vault = c.open()
+    try:
+        result = spec.fn(vault, **kwargs)
+    finally:
+        vault.close()
+    c.emit(dict(result), getattr(result, "text", None))
+    return dict(result)
+
+
+# -- listing ------------------------------------------------------------------------------
+@click.command("tools")
+@common
+def tools_cmd(c: Ctx) -> None:
+    """List the memory tools with their groups, flags and JSON schemas.
+
+    \b
+    Example:
+      reme-agent tools --json
+    """
+    from reme_agent.toolkit.registry import TOOLS
+
+    data = [{"name": s.name, "group": s.group, "read_only": s.read_only,
+             "destructive": s.destructive, "description": s.description,
+             "parameters": s.input_schema()} for s in TOOLS]
+    text = "\n".join(f"{d['name']:<16} {d['group']:<9} "
+                     f"{'read' if d['read_only'] else 'write!' if d['destructive'] else 'write':<7}"
+                     f"{d['description'].splitlines()[0]}" for d in data)
+    c.emit({"tools": data}, text)
+
+
+# -- convenience commands -----------------------------------------------------------------
+@click.command("read")
+@common
+@click.argument("path")
+@click.option("--start", "start_line", type=int, default=None, help="First line (1-based).")
+@click.option("--end", "end_line", type=int, default=None, help="Last line (inclusive).")
+def read_cmd(c: Ctx, path: str, start_line: int | None, end_line: int | None) -> None:
+    """Print a note (or a line range) with its stamp.
+
+    \b
+    Example:
+      reme-agent read knowledge/bm25/bm25.md --start 1 --end 20
+    """
+    _run_tool(c, "read", path=path, start_line=start_line, end_line=end_line)
+
+
+@click.command("traverse")
+@common
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--direction", type=click.Choice(["out", "in", "both"]), default="out",
+              show_default=True, help="Follow links, backlinks, or both.")
+@click.option("--depth", type=int, default=1, show_default=True, help="Hops to walk (1-5).")
+@click.option("--predicate", "predicates", multiple=True,
+              help="Only links with this predicate (repeatable; '' = bare links).")
+def traverse_cmd(c: Ctx, paths: tuple[str, ...], direction: str, depth: int,
+                 predicates: tuple[str, ...]) -> None:
+    """Walk the link graph from one or more notes.
+
+    \b
+    Example:
+      reme-agent traverse knowledge/bm25/bm25.md --direction both --depth 2
+    """
+    _run_tool(c, "graph_traverse", seeds=list(paths), direction=direction, depth=depth,
+              predicates=list(predicates) or None)
+
+
+@click.command("lint")
+@common
+@click.option("--folder", default="", help="Only check notes under this folder.")
+@click.option("--strict", is_flag=True, help="Exit with code 1 when anything is reported.")
+def lint_cmd(c: Ctx, folder: str, strict: bool) -> None:
+    """Report dangling links, orphans, name collisions and schema problems (never rewrites).
+
+    \b
+    Example:
+      reme-agent lint --json
+    """
+    from reme_agent.toolkit import lint
+
+    v = c.open()
+    try:
+        results = {"dangling": lint.lint_dangling(v, folder=folder),
+                   "orphans": lint.lint_orphans(v, folder=folder or "knowledge"),
+                   "collisions": lint.lint_collisions(v, folder=folder),
+                   "schema": lint.lint_schema(v, folder=folder)}
+    finally:
+        v.close()
+    c.emit({k: dict(r) for k, r in results.items()},
+           "\n\n".join(f"== {k} ==\n{r.text}" for k, r in results.items()))
+    if strict and any(r["count"] for r in results.values()):
+        raise click.exceptions.Exit(1)
+
+
+# -- every tool: `reme-agent tool <name> --arg ...` ----------------------------------------
+class _ToolGroup(click.Group):
+    """Subcommands built from the registry on demand (keeps `reme-agent --help` fast)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        from reme_agent.toolkit.registry import TOOLS
+
+        return [s.name for s in TOOLS]
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        from reme_agent.toolkit.registry import BY_NAME
+
+        spec = BY_NAME.get(name)
+        return _command_for(spec) if spec else None
+
+
+@click.group("tool", cls=_ToolGroup)
+def tool_group() -> None:
+    """Run any memory tool: reme-agent tool <name> --arg value ... [--json].
+
+    \b
+    Example:
+      reme-agent tool list --folder knowledge --where '{"role": "method"}' --json
+      reme-agent tool property_update --path knowledge/bm25/bm25.md --properties '{"importance": 7}'
+    """
+
+
+def _command_for(spec: Any) -> click.Command:
+    params = spec.params()
+
+    @with_ctx
+    def callback(c: Ctx, **kwargs: Any) -> None:
+        args = {p.name: _value(p, kwargs[p.name]) for p in params
+                if kwargs.get(p.name) is not None and kwargs.get(p.name) != ()}
+        _run_tool(c, spec.name, **args)
+
+    options = [*(_option(p) for p in params), *shared_option_objects()]
+    return click.Command(spec.name, callback=callback, params=options,
+                         help=spec.description, short_help=spec.description.splitlines()[0])
+
+
+def _base(annotation: Any) -> tuple[Any, str]:
+    """(inner type, CLI kind): 'bool', 'choice', 'list', 'json' or 'scalar'."""
+    hint = get_args(annotation)[0] if get_origin(annotation) is Annotated else annotation
+    options = [a for a in get_args(hint) if a is not type(None)] \
+        if get_origin(hint) in (Union, types.UnionType) else [hint]
+    if any(get_origin(o) is list for o in options):
+        return str, "list"
+    hint = options[0] if len(options) == 1 else hint
+    if hint is bool:
+        return bool, "bool"
+    if get_args(hint) and all(isinstance(a, str) for a in get_args(hint)) and get_origin(hint) is not dict:
+        return click.Choice(list(get_args(hint))), "choice"
+    if hint in (str, int, float):
+        return hint, "scalar"
+    return str, "json"
+
+
+def _option(p: inspect.Parameter) -> click.Option:
+    kind_type, kind = _base(p.annotation)
+    flag = "--" + p.name.replace("_", "-")
+    required = p.default is inspect.Parameter.empty
+    desc = get_args(p.annotation)[1].description if get_origin(p.annotation) is Annotated else ""
+    if kind == "bool":
+        return click.Option([f"{flag}/--no-{p.name.replace('_', '-')}", p.name],
+                            required=required, help=desc,
+                            **({} if required else {"default": p.default}))
+    if kind == "list":
+        return click.Option([flag, p.name], multiple=True, required=required,
+                            help=desc + " (repeat the option for several values)")
+    extra = {} if required else {"default": None}  # an explicit default satisfies `required`
+    return click.Option([flag, p.name], type=kind_type, required=required,
+                        help=desc + (" (JSON)" if kind == "json" else ""), **extra)
+
+
+def _value(p: inspect.Parameter, raw: Any) -> Any:
+    if _base(p.annotation)[1] == "json" and isinstance(raw, str):
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError:
+            return raw
+    if isinstance(raw, tuple):
+        return list(raw)
+    return raw
