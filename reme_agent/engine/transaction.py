@@ -418,6 +418,11 @@ def recover(store: FileStore) -> list[Recovery]:
             if journal.exists():   # another recoverer may have finished it meanwhile
                 done = _roll(store, journal)
                 out.append(done)
+        except OSError:
+            raise   # the disk said no: the journal stays, the next opener tries again
+        except Exception as exc:  # a journal this code cannot read must not lock the vault
+            log.error("journal %s could not be rolled (%s); kept for a person", name, exc)
+            journal.rename(journal.with_suffix(".unresolved.json"))
         finally:
             _release(lock, fd, remove=done is None or done.action != "unresolved")
     return out
