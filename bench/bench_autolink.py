@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from generate import generate_vault, note_path  # noqa: E402
 
-from reme_agent.autolink.runner import AutoLinker  # noqa: E402
 from reme_agent.config import Settings  # noqa: E402
+from reme_agent.maintenance.autolink.runner import AutoLinker  # noqa: E402
 from reme_agent.vault import open_vault  # noqa: E402
 
 EN_ADJ = ["amber", "azure", "bold", "brisk", "calm", "coral", "crimson", "dusky", "eager", "fabled", "gilded", "hollow", "ivory", "jade", "keen", "lunar", "misty", "noble", "onyx", "pale", "quiet", "rapid", "rustic", "scarlet", "silent", "silver", "solar", "stark", "stormy", "sunny", "tawny", "tidal", "umber", "velvet", "vivid", "wild", "windy", "wise", "young", "zesty", "arctic", "cobalt", "copper", "dappled", "frosty", "golden", "hazel", "indigo", "lilac", "mossy"]

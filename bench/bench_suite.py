@@ -281,7 +281,7 @@ def run_suite(notes: int, embedder: str = "hash", *, n_queries: int = 100,
                 graph_traverse(vault, seeds=[s], direction="both", depth=2, max_nodes=500)
 
     try:
-        from reme_agent.autolink.runner import AutoLinker
+        from reme_agent.maintenance.autolink.runner import AutoLinker
     except ImportError:
         AutoLinker = None  # noqa: N806
     if AutoLinker is not None and "autolink" not in skip:

@@ -36,7 +36,7 @@ _EXPORTS = {
     "run_distiller": "reme_agent.jobs.distiller",
     "arun_distiller": "reme_agent.jobs.distiller",
     "run_maintainer": "reme_agent.jobs.maintainer_job",
-    "AutoLinker": "reme_agent.autolink.runner",
+    "AutoLinker": "reme_agent.maintenance.autolink.runner",
     "build_server": "reme_agent.mcp_server",
     "ReMeError": "reme_agent.errors",
 }

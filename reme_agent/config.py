@@ -131,7 +131,8 @@ class JobSettings(_Section):
     language: Literal["en", "zh"] = "en"
     split_token_threshold: int = Field(2000, description="D3 overload: body tokens above this.")
     split_block_threshold: int = Field(40, description="D3 overload: blocks above this.")
-    max_cas_redos: int = Field(3, ge=0, description="CAS redos per note before a job skips it.")
+    max_cas_redos: int = Field(3, ge=0, le=3, description="CAS redos per note before a job "
+                               "skips it (DESIGN §5: at most 3).")
     inherit_days: int = Field(7, ge=0, description="Synchronizer INHERIT: look back this many "
                               "days for an active note of the same task.")
     sync_max_chars: int = Field(40000, ge=1000, description="Synchronizer: transcript characters "

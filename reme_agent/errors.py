@@ -16,12 +16,19 @@ Our exception hierarchy::
     │   └── NotText(path, reason)            binary, non-UTF-8 or too large
     ├── ParseError(path, line)               malformed frontmatter YAML
     ├── WriteConflict                        writes that must not happen as asked
-    │   ├── StampChanged(path)               CAS: the file changed since it was read
-    │   └── ConservationViolation(path, missing_edges)   E-1/E-2: a rewrite dropped links
+    │   ├── StampChanged(path, redos)        CAS: the file changed since it was read
+    │   ├── ConservationViolation(path, missing_edges)   E-1/E-2: a rewrite dropped links
+    │   ├── AdditiveCheckFailed(path)        auto-link: an edit that is not purely additive
+    │   ├── StaleProposal                    split: the note changed since the proposal
+    │   ├── SectionViolation(path, problems) synchronizer: the daily-note section rules
+    │   ├── WriteRefused(path)               a job's second broken rewrite: path blocked
+    │   └── WriteSkipped(path)               a job gave up on a path that kept changing
     ├── InvalidArgument                      a tool was called with a bad value
+    │   └── ReadFirst(path)                  a job rewrote a note it had not read
+    ├── NoDecision                           a model's answer held no usable decision
     └── BackendError                         vector store / model backend failure
 
-Tools raise these; each interface (AgentScope toolkit, MCP, CLI) converts them once.
+Tools and jobs raise these; each interface (AgentScope toolkit, MCP, CLI) converts them once.
 """
 
 from __future__ import annotations
@@ -156,15 +163,29 @@ class WriteConflict(ReMeError):
 
 
 class StampChanged(WriteConflict):
-    def __init__(self, path: str, expected: str, actual: str | None) -> None:
-        super().__init__(
-            f"{path!r} changed since it was read (stamp {expected[:12]} is now "
-            f"{(actual or 'deleted')[:12]}); nothing was written.",
-            "Read it again, redo the edit on the new text, and write with the new stamp.",
-        )
+    """CAS: the file's bytes are not the ones the edit was planned on (DESIGN §5).
+
+    `redos` > 0: the edit was redone that many times on newer text and the file kept
+    changing, so it was given up (DESIGN §5: at most 3 redos, then skip).
+    """
+
+    def __init__(self, path: str, expected: str, actual: str | None, *, redos: int = 0) -> None:
+        shown = f"stamp {expected[:12]} is now {(actual or 'deleted')[:12]}"
+        if redos:
+            super().__init__(
+                f"{path!r} kept changing while it was edited ({redos} redo(s); {shown}); "
+                "nothing was written.",
+                "Another writer is busy with it; try again later.",
+            )
+        else:
+            super().__init__(
+                f"{path!r} changed since it was read ({shown}); nothing was written.",
+                "Read it again, redo the edit on the new text, and write with the new stamp.",
+            )
         self.path = path
         self.expected = expected
         self.actual = actual
+        self.redos = redos
 
 
 class ConservationViolation(WriteConflict):
@@ -184,8 +205,68 @@ def _edge_text(target: str, predicate: str | None) -> str:
     return f"{predicate}:: [[{target}]]" if predicate else f"[[{target}]]"
 
 
+class AdditiveCheckFailed(WriteConflict):
+    """An auto-link edit changed more than the link markup it meant to add; nothing written."""
+
+    def __init__(self, path: str, detail: str) -> None:
+        super().__init__(f"Refused auto-link write of {path!r}: {detail}; nothing was written.",
+                         "This is a bug in the planned edit; the note is left as it was.")
+        self.path = path
+        self.detail = detail
+
+
+class StaleProposal(WriteConflict):
+    """The note changed since the split proposal was made."""
+
+
+class SectionViolation(WriteConflict):
+    """A daily-note rewrite that breaks the section discipline (synchronizer)."""
+
+    def __init__(self, path: str, problems: list[str]) -> None:
+        super().__init__(f"Refused rewrite of {path!r}: " + " ".join(problems)
+                         + " Nothing was written.",
+                         'Keep those lines, or use daily_write with mode "append" and only the '
+                         "new lines: the sections are then merged for you.")
+        self.path = path
+        self.problems = problems
+
+
+class WriteRefused(WriteConflict):
+    """A job broke the rewrite rules twice on one path: the path is left alone for the job."""
+
+    def __init__(self, path: str, why: str, audit: str | None) -> None:
+        super().__init__(f"Refused {path!r} for the rest of this job: {why} The old note is "
+                         "kept unchanged" + (f" and the attempt is recorded in {audit}." if audit
+                                             else "."),
+                         "Do not write this note again; continue with the other notes.")
+        self.path = path
+
+
+class WriteSkipped(WriteConflict):
+    """A job gave up on a note that kept changing under it (DESIGN §5: skip and audit)."""
+
+    def __init__(self, path: str, redos: int, audit: str | None) -> None:
+        super().__init__(f"Skipped {path!r}: it kept changing while this job worked on it "
+                         f"({redos} redos)" + (f"; recorded in {audit}." if audit else "."),
+                         "Do not write this note again; continue with the other notes.")
+        self.path = path
+
+
 class InvalidArgument(ReMeError):
     """A tool argument has the wrong value or type."""
+
+
+class ReadFirst(InvalidArgument):
+    """A job tried to rewrite a note it has not read (it has no stamp for it)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"Refused rewrite of {path!r}: this job has not read it yet.",
+                         f"Call read(path={path!r}) first, edit that text, then write it back.")
+        self.path = path
+
+
+class NoDecision(ReMeError):
+    """The model's final answer held no usable JSON decision; nothing is changed."""
 
 
 class BackendError(ReMeError):

@@ -22,12 +22,15 @@ from reme_agent.engine.projections.graph import GraphProjection
 from reme_agent.engine.projections.keyword import KeywordProjection
 from reme_agent.engine.state import IndexState
 from reme_agent.engine.store import FileStore
+from reme_agent.engine.transaction import Recovery, recover
+from reme_agent.engine.view import VaultView, safe_rows
 from reme_agent.engine.workdir import internal_dir
 from reme_agent.errors import VaultNotFound
 
 if TYPE_CHECKING:
     from reme_agent.engine.embedders import Embedder
     from reme_agent.engine.projections.vector import VectorProjection
+    from reme_agent.engine.state import FileRow
     from reme_agent.recall.access_log import AccessLog
     from reme_agent.recall.signals import SignalStore
 
@@ -154,14 +157,47 @@ class Vault:
 
     # -- operations --------------------------------------------------------------------
     def index(self, full: bool = False) -> IndexReport:
-        """Bring every projection in step with the files."""
+        """Bring every projection in step with the files (after rolling any multi-file
+        change a killed process left half done)."""
         with self._lock:
+            self.recover()
             return self.indexer.run(full=full)
 
     def refresh(self, paths: list[str]) -> IndexReport:
-        """Re-index just these paths (after a tool wrote them), so search sees the change."""
+        """Re-index just these paths, so search sees the change (raises on failure)."""
         with self._lock:
             return self.indexer.run(paths=paths)
+
+    def try_refresh(self, paths: list[str]) -> str | None:
+        """Re-index paths after a write; a failure is a warning to report, never raised.
+
+        The file write already succeeded, so an index problem must not make its caller
+        (a tool, a job, maintenance) report a failure; `reme-agent index` catches up.
+        """
+        try:
+            self.refresh(list(dict.fromkeys(paths)))
+        except Exception as exc:
+            log.warning("re-indexing %s failed: %s", paths, exc)
+            return f"written, but re-indexing failed ({exc}); run `reme-agent index`"
+        return None
+
+    def recover(self) -> list[Recovery]:
+        """Roll forward or back every multi-file change a killed process left half done
+        (DESIGN §5; `engine.transaction`). Cheap when there is none: one listdir."""
+        try:
+            return recover(self.store)
+        except OSError as exc:  # e.g. a read-only vault: reading still works
+            log.warning("could not roll back interrupted changes: %s", exc)
+            return []
+
+    def index_rows(self) -> dict[str, FileRow]:
+        """The index state's row per file ({} when the index cannot be read)."""
+        return safe_rows(lambda: self.state.files())
+
+    def view(self) -> VaultView:
+        """The vault as it is now (files, notes' names and links, a resolver): what a
+        tool, a lint or a multi-file change plans against."""
+        return VaultView(self.store, self.index_rows(), self.settings.index.extensions)
 
     def ready(self) -> None:
         """Load projections from the saved state (cold open) or pick up another process's run."""
@@ -217,4 +253,6 @@ def open_vault(root: Path | str, settings: Settings | None = None, *, create: bo
         if not create:
             raise VaultNotFound(str(path))
         path.mkdir(parents=True)
-    return Vault(path, settings)
+    vault = Vault(path, settings)
+    vault.recover()
+    return vault

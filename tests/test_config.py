@@ -47,3 +47,9 @@ def test_the_committed_reference_matches_the_model() -> None:
     import yaml
 
     assert Settings.model_validate(yaml.safe_load(committed)) == Settings()
+
+
+def test_cas_redos_are_capped_at_three_as_design_says() -> None:
+    assert Settings(jobs={"max_cas_redos": 3}).jobs.max_cas_redos == 3
+    with pytest.raises(ValueError, match="max_cas_redos"):
+        Settings(jobs={"max_cas_redos": 5})

@@ -108,8 +108,8 @@ def note_mtime(path: str, frontmatter: dict[str, Any]) -> float:
 
 def resolver_for(files: dict[str, str]) -> Any:
     """A LinkResolver over the vault, fed the way the indexer feeds it (aliases + title)."""
-    from reme_agent.engine.indexer import note_aliases
     from reme_agent.engine.links import LinkResolver
+    from reme_agent.engine.names import note_aliases
     from reme_agent.engine.parser import split_frontmatter
 
     aliases = {p: note_aliases(split_frontmatter(t, p)[0]) for p, t in files.items()}

@@ -33,14 +33,14 @@ def autolink(c: Ctx, levels: str | None, dry_run: bool, paths: tuple[str, ...],
       reme-agent autolink --levels L1 --path knowledge/jwt/jwt.md
       reme-agent autolink --levels L1,L4 --json
     """
-    from reme_agent.autolink.runner import AutoLinker, parse_levels
+    from reme_agent.maintenance.autolink.runner import AutoLinker, parse_levels
 
     v = c.open()
     try:
         wanted = parse_levels(levels, v.settings.autolink.levels)
         judge = None
         if v.settings.model.configured:
-            from reme_agent.autolink.job import JobJudge
+            from reme_agent.jobs.autolink_job import JobJudge
 
             judge = JobJudge(v)
         report = AutoLinker(v, judge=judge).run(wanted, paths=list(paths) or None,

@@ -18,16 +18,16 @@ import sqlite3
 import sys
 import threading
 import time
-import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from reme_agent.engine.links import Link, LinkResolver
+from reme_agent.engine.links import Link, LinkResolver, name_key
 from reme_agent.engine.locks import flock_until
+from reme_agent.engine.names import note_aliases, note_title
 from reme_agent.engine.parser import parse_note
 from reme_agent.engine.projections.graph import GraphProjection
 from reme_agent.engine.projections.keyword import KeywordProjection
@@ -74,29 +74,6 @@ class IndexReport:
         return asdict(self)
 
 
-def note_title(path: str, frontmatter: dict[str, Any], body: str) -> str:
-    """Display title: frontmatter title/name, else the first H1, else the file stem."""
-    for key in ("title", "name"):
-        value = frontmatter.get(key)
-        if isinstance(value, str) and value.strip():
-            return value.strip()
-    for line in body.splitlines()[:40]:
-        if line.startswith("# "):
-            return line[2:].strip()
-    return PurePosixPath(path).stem
-
-
-def note_aliases(frontmatter: dict[str, Any]) -> list[str]:
-    raw = frontmatter.get("aliases") or []
-    if isinstance(raw, str):
-        raw = [raw]
-    names = [str(a) for a in raw if isinstance(a, str | int | float) and str(a).strip()]
-    for key in ("title", "name"):
-        if isinstance(frontmatter.get(key), str) and frontmatter[key].strip():
-            names.append(frontmatter[key].strip())
-    return names
-
-
 def block_document(title: str, text: str) -> str:
     """What gets embedded and BM25-indexed: the block, prefixed by its note's title."""
     if title and title not in text[: len(title) + 4]:
@@ -109,20 +86,9 @@ def block_id(path: str, document: str, occurrence: int) -> str:
     return digest[:24]
 
 
-def _name_key(name: str) -> str:
-    """The last path segment of a link target or note name, as the resolver compares it."""
-    key = unicodedata.normalize("NFC", name.strip().replace("\\", "/")).casefold().rstrip("/")
-    if key.endswith(".md"):
-        key = key[:-3]
-    return key.rsplit("/", 1)[-1]
-
-
 def _name_keys(path: str, aliases: Iterable[str]) -> set[str]:
     """Every key a link resolving to (or competing for) this file can have."""
-    return {_name_key(path)} | {_name_key(str(a)) for a in aliases}
-
-
-_target_key = _name_key
+    return {name_key(path)} | {name_key(str(a)) for a in aliases}
 
 
 def _os_reason(exc: BaseException) -> str:
@@ -621,7 +587,7 @@ class Indexer:
                     del by_key[key]
         if row is None or not row.links:
             return
-        keys = {_target_key(link["target"]) for link in row.links}
+        keys = {name_key(link["target"]) for link in row.links}
         keys_of[source] = keys
         for key in keys:
             by_key.setdefault(key, set()).add(source)

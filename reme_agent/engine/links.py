@@ -48,7 +48,9 @@ __all__ = [
     "extract_links",
     "line_kinds",
     "missing_edges",
+    "name_key",
     "rewrite_targets",
+    "target_key",
 ]
 
 PREDICATE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -372,13 +374,24 @@ def extract_links(text: str, line_offset: int = 1, *, kinds: bytearray | None = 
 
 
 # -- edges and the conservation diff ----------------------------------------------------------
-def _norm_target(target: str) -> str:
-    """Spelling-insensitive identity of an unresolved target (case, NFC, './', '.md')."""
+def target_key(target: str) -> str:
+    """Spelling-insensitive identity of a link target: NFC, casefolded, without a leading
+    ``/`` or ``./``, a trailing ``/`` or ``.md`` (``[[./Foo.md]]`` and ``[[foo]]`` share one).
+
+    The one normalisation of a target's text: the E-1 identity of a dangling link, the
+    indexer's link-key index and the transaction's edge check all use it.
+    """
     t = unicodedata.normalize("NFC", target.strip().replace("\\", "/"))
     while t.startswith(("/", "./")):
         t = t[1:] if t[0] == "/" else t[2:]
-    t = t.casefold()
+    t = t.casefold().rstrip("/")
     return t[:-3] if t.endswith(".md") else t
+
+
+def name_key(target: str) -> str:
+    """The last segment of `target_key`: what a path, an alias or a link target is matched
+    on by name (the resolver's tier 4)."""
+    return target_key(target).rsplit("/", 1)[-1]
 
 
 def edges_of(links: Iterable[Link], resolve: Callable[[str], str | None] | None = None) -> set[Edge]:
@@ -394,7 +407,7 @@ def _keyed_edges(text: str, resolve: Callable[[str], str | None] | None) -> dict
     keyed: dict[Edge, Edge] = {}
     for link in extract_links(text):
         hit = resolve(link.target) if resolve is not None else None
-        key = (hit if hit else "\0" + _norm_target(link.target), link.predicate)
+        key = (hit if hit else "\0" + target_key(link.target), link.predicate)
         keyed.setdefault(key, (hit or link.target, link.predicate))
     return keyed
 

@@ -34,11 +34,13 @@ __all__ = [
     "MAX_FRONTMATTER_BYTES",
     "MAX_YAML_ALIASES",
     "Block",
+    "NoteParts",
     "ParsedNote",
     "dump_note",
     "parse_note",
     "split_blocks",
     "split_frontmatter",
+    "split_note",
 ]
 
 MAX_FRONTMATTER_BYTES = 64 * 1024
@@ -186,6 +188,36 @@ def split_frontmatter(text: str, path: str = "") -> tuple[dict[str, Any], str, i
     if error is not None:
         return {}, text, 1, error
     return data, text[body_pos:], body_start, None
+
+
+@dataclass(frozen=True)
+class NoteParts:
+    """A note cut at the end of its frontmatter, byte for byte: ``head + body == text``.
+
+    `head` is the raw frontmatter block (fences, CRLF and comments as written); `body` the
+    raw rest, so an edit of either keeps the other exactly. Malformed frontmatter gives an
+    empty `head`, ``{}`` and the whole text as `body` (with `error`), as the indexer sees it.
+    """
+
+    frontmatter: dict[str, Any]
+    head: str
+    body: str
+    body_start: int  # 1-based file line of the body's first line
+    error: ParseError | None = None
+
+
+def split_note(text: str, path: str = "") -> NoteParts:
+    """Frontmatter and raw body of a note's text (see `NoteParts`); never raises.
+
+    `split_frontmatter` finds the boundary on the normalised text; the cut is made in the
+    original at the same line, so line endings and every other byte are kept.
+    """
+    fm, body, body_start, error = split_frontmatter(text, path)
+    if error is not None or body_start == 1:
+        return NoteParts(fm, "", text, 1, error)
+    lines = text.split("\n")
+    raw_body = "\n".join(lines[body_start - 1:]) if body and body_start - 1 < len(lines) else ""
+    return NoteParts(fm, text[:len(text) - len(raw_body)], raw_body, body_start)
 
 
 def dump_note(frontmatter: Mapping[str, Any], body: str) -> str:

@@ -31,7 +31,9 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any, Literal
 
+from reme_agent.engine.cas import MAX_REDOS, redo_on_stamp_change
 from reme_agent.engine.workdir import INTERNAL_DIR
 from reme_agent.errors import (
     NoteExists,
@@ -63,6 +65,22 @@ class FileStat:
     mtime: float
     mtime_ns: int
     stamp: str
+
+
+@dataclass(frozen=True)
+class CasResult:
+    """What `FileStore.cas_edit` did.
+
+    status: "written", "unchanged" (the edit returned None or the same text) or "dry_run"
+    (planned, not written). `stamp` is the file's stamp now (None: it still does not
+    exist); `text` the text written (or planned), else the text as read; `redos` how many
+    times a concurrent writer made the edit start over.
+    """
+
+    status: Literal["written", "unchanged", "dry_run"]
+    stamp: str | None
+    text: str | None
+    redos: int = 0
 
 
 class FileStore:
@@ -415,11 +433,64 @@ class FileStore:
                 raise StampChanged(norm, stamp or "absent", current)
             return self._atomic_write(path, _bytes(text))
 
-    def delete(self, rel: str) -> None:
+    def cas_edit(self, rel: str, edit: Callable[[Any], str | None],
+                 max_redos: int = MAX_REDOS, *, stamp: str | None = None,
+                 create: bool = False, dry_run: bool = False) -> CasResult:
+        """DESIGN §5 CAS: read + stamp, plan with `edit(text)`, write only if the stamp holds.
+
+        `edit` returns the new text, or None for "nothing to do", and raises to refuse. A
+        changed stamp discards the plan and calls `edit` again on the new text, at most
+        `max_redos` times; then `StampChanged` (with `redos`) is raised and nothing is
+        written. With `stamp` (the caller's own read), the file must still have it and the
+        edit is never redone on text the caller has not seen. With `create`, a missing file
+        is `edit(None)` and is created with O_EXCL (a lost race becomes an update).
+        """
+        norm = self.normalize(rel)
+
+        def attempt(redo: int) -> CasResult:
+            text, current = self._read_for_edit(norm, create)
+            if stamp is not None and current != stamp:
+                raise StampChanged(norm, stamp, current)
+            new = edit(text)
+            if new is None or new == text:
+                return CasResult("unchanged", current, text, redo)
+            if dry_run:
+                return CasResult("dry_run", current, new, redo)
+            if current is None:
+                try:
+                    return CasResult("written", self.create(norm, new), new, redo)
+                except NoteExists:
+                    raise StampChanged(norm, "absent", self.stamp(norm)) from None
+            return CasResult("written", self.write_if_unchanged(norm, new, current), new, redo)
+
+        return redo_on_stamp_change(attempt, 0 if stamp is not None else max_redos)
+
+    def _read_for_edit(self, norm: str, create: bool) -> tuple[str | None, str | None]:
+        try:
+            return self.read_stamped(norm)
+        except NoteNotFound:
+            if not create or self.resolve(norm).exists():
+                raise
+            return None, None
+
+    def write_internal(self, name: str, data: bytes) -> Path:
+        """Atomic write of `<internal>/<name>` (derived state such as a journal, never a
+        note; the internal folder is `.reme/` or a read-only vault's cache)."""
+        path = self.internal / name
+        self._atomic_write(path, data)
+        return path
+
+    def delete(self, rel: str, stamp: str | None = None) -> None:
+        """Delete a file; with `stamp`, only while it still has those bytes (compare and
+        delete under the per-file lock every store writer takes)."""
         path = self.resolve(rel)
         if not path.is_file():
             raise NoteNotFound(self.normalize(rel), self.suggest(rel))
         with self._writing(rel), self.lock(rel):
+            if stamp is not None:
+                current = stamp_of(path.read_bytes()) if path.is_file() else None
+                if current != stamp:
+                    raise StampChanged(self.normalize(rel), stamp, current)
             path.unlink()
         self._prune_empty_dirs(path.parent)
 

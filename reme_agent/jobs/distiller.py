@@ -24,7 +24,7 @@ import datetime as _dt
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from reme_agent.engine.parser import split_blocks
+from reme_agent.engine.parser import split_blocks, split_note
 from reme_agent.engine.tokenize import estimate_tokens
 from reme_agent.errors import InvalidArgument, ReMeError
 from reme_agent.jobs.base import (
@@ -40,7 +40,6 @@ from reme_agent.jobs.base import (
 from reme_agent.jobs.guard import Done, Guard, Issue, JobResult
 from reme_agent.jobs.queue import JobQueue, queue_for
 from reme_agent.schema.layout import KNOWLEDGE, parse_daily_path
-from reme_agent.toolkit.common import split_raw
 from reme_agent.toolkit.daily import daily_read, daily_status, summary_path
 from reme_agent.toolkit.lint import lint_schema
 
@@ -116,7 +115,7 @@ class DistillGuard(Guard):
             return
         try:
             # the whole note: `read` pages notes over its cap
-            body = split_raw(self.vault.store.read_stamped(path)[0], path)[2]
+            body = split_note(self.vault.store.read_stamped(path)[0], path).body
         except ReMeError:
             return
         tokens = estimate_tokens(body)

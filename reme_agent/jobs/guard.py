@@ -9,13 +9,14 @@ asks for, and records what the tools did, which becomes the typed `JobResult`:
   edit between that read and the write -> StampChanged reaches the model, which re-reads and
   redoes. After `max_cas_redos` redos on one path the note is skipped, audited
   (`audit/<date>/skipped.md`) and reported in `skipped`.
-- **E-1** (§5): a body rewrite must keep every outbound `(target, predicate)` edge, compared
-  with `missing_edges` before the tool runs (the toolkit checks again atomically). The first
-  violation on a path returns an error naming exactly the dropped links, so the model can put
-  them back; the second refuses the path for the rest of the job, leaves the old body intact,
-  appends to `audit/<date>/refused.md` and reports it in `refused`. Jobs add their own
-  rewrite rules (the synchronizer's section discipline) through `rewrite_problems`; they count
-  as the same strikes.
+- **E-1** (§5): a body rewrite must keep every outbound `(target, predicate)` edge. The tool
+  checks it (the one check, made on the text it is about to replace); the guard turns its
+  `ConservationViolation` into strikes. The first violation on a path returns the error
+  naming exactly the dropped links, so the model can put them back; the second refuses the
+  path for the rest of the job, leaves the old body intact, appends to
+  `audit/<date>/refused.md` and reports it in `refused`. Jobs add their own rewrite rules
+  (the synchronizer's section discipline) through `rewrite_problems`, checked before the
+  tool runs; they count as the same strikes.
 - Every write outcome is kept per path: a path whose last attempt failed is in `failed`, one
   that later succeeded is not.
 
@@ -37,18 +38,20 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from reme_agent.engine.links import missing_edges
+from reme_agent.engine.parser import split_note
 from reme_agent.errors import (
     ConservationViolation,
-    InvalidArgument,
     NoteNotFound,
+    ReadFirst,
     ReMeError,
+    SectionViolation,
     StampChanged,
-    WriteConflict,
+    WriteRefused,
+    WriteSkipped,
 )
 from reme_agent.jobs.queue import JobQueue, QueueItem
 from reme_agent.schema.audit import append_audit
 from reme_agent.schema.layout import daily_path
-from reme_agent.toolkit.common import VaultScan, split_raw
 from reme_agent.toolkit.results import ToolResult
 
 if TYPE_CHECKING:
@@ -137,42 +140,6 @@ class JobResult(BaseModel):
         if self.error:
             lines.append(f"  error: {self.error}")
         return "\n".join(lines)
-
-
-# -- job-level errors (reach the model as tool errors) ----------------------------------
-class ReadFirst(InvalidArgument):
-    def __init__(self, path: str) -> None:
-        super().__init__(f"Refused rewrite of {path!r}: this job has not read it yet.",
-                         f"Call read(path={path!r}) first, edit that text, then write it back.")
-
-
-class SectionViolation(WriteConflict):
-    """A daily-note rewrite that breaks the section discipline (synchronizer)."""
-
-    def __init__(self, path: str, problems: list[str]) -> None:
-        super().__init__(f"Refused rewrite of {path!r}: " + " ".join(problems)
-                         + " Nothing was written.",
-                         'Keep those lines, or use daily_write with mode "append" and only the '
-                         "new lines: the sections are then merged for you.")
-        self.path = path
-        self.problems = problems
-
-
-class WriteRefused(WriteConflict):
-    def __init__(self, path: str, why: str, audit: str | None) -> None:
-        super().__init__(f"Refused {path!r} for the rest of this job: {why} The old note is "
-                         "kept unchanged" + (f" and the attempt is recorded in {audit}." if audit
-                                             else "."),
-                         "Do not write this note again; continue with the other notes.")
-        self.path = path
-
-
-class WriteSkipped(WriteConflict):
-    def __init__(self, path: str, redos: int, audit: str | None) -> None:
-        super().__init__(f"Skipped {path!r}: it kept changing while this job worked on it "
-                         f"({redos} redos)" + (f"; recorded in {audit}." if audit else "."),
-                         "Do not write this note again; continue with the other notes.")
-        self.path = path
 
 
 class Done(str):
@@ -279,10 +246,11 @@ class Guard:
     def after_write(self, path: str, created: bool) -> None:
         """Called after every successful body write (create or rewrite)."""
 
-    # -- CAS + E-1 ---------------------------------------------------------------------
+    # -- CAS and the job's rewrite rules -----------------------------------------------
     def before_rewrite(self, path: str, args: dict[str, Any], *, new_body: str | None,
                        replacing: bool) -> None:
-        """Stamp and conservation checks for a write that may replace an existing note."""
+        """Stamp check and the job's own rewrite rules for a write that may replace an
+        existing note (E-1 is the tool's check; `on_error` counts its strikes)."""
         current = self.current(path)
         self._old[path] = current[0] if current else None
         if current is None or not replacing:
@@ -297,11 +265,7 @@ class Guard:
             raise StampChanged(path, stamp, stamp_now)
         if new_body is None:
             return  # frontmatter only: the body (and so every link) stays byte for byte
-        old_body = split_raw(text, path)[2]
-        lost = missing_edges(old_body, new_body, self.resolver(path))
-        if lost:
-            raise ConservationViolation(path, lost)
-        problems = self.rewrite_problems(path, old_body, new_body)
+        problems = self.rewrite_problems(path, split_note(text, path).body, new_body)
         if problems:
             raise SectionViolation(path, problems)
 
@@ -373,8 +337,10 @@ class Guard:
             new_text = self.vault.store.read_stamped(path)[0]
         except ReMeError:
             return
-        old_body = split_raw(old_text, path)[2] if old_text else ""
-        new_body = split_raw(new_text, path)[2]
+        old_body = split_note(old_text, path).body if old_text else ""
+        new_body = split_note(new_text, path).body
+        if not missing_edges(new_body, old_body):
+            return  # no link spelled anew, so no new edge: no need to resolve anything
         for target, predicate in sorted(missing_edges(new_body, old_body, self.resolver(path)),
                                         key=lambda e: (e[0], e[1] or "")):
             self.linked.append(LinkEdge(source=path, target=target, predicate=predicate))
@@ -432,8 +398,8 @@ class Guard:
             return None
 
     def resolver(self, path: str) -> Callable[[str], str | None]:
-        scan = VaultScan(self.vault)
-        return lambda target: scan.resolver.resolve(target, path)
+        resolver = self.vault.view().resolver
+        return lambda target: resolver.resolve(target, path)
 
     def result(self, **fields: Any) -> JobResult:
         return JobResult(job=self.job, read=list(self.read), written=list(self.written),
@@ -451,7 +417,7 @@ def norm_path(raw: str) -> str:
 
 def _new_body(args: dict[str, Any], path: str) -> str | None:
     if isinstance(args.get("text"), str):
-        return split_raw(args["text"], path)[2]
+        return split_note(args["text"], path).body
     body = args.get("body")
     return body if isinstance(body, str) else None
 

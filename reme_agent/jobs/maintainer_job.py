@@ -21,7 +21,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from reme_agent.errors import ReMeError
+from reme_agent.errors import NoDecision
 from reme_agent.jobs.base import (
     Placeholders,
     PromptOverride,
@@ -56,10 +56,6 @@ SPLIT_PLACEHOLDERS = Placeholders(
     user_allowed=frozenset({"count", "feedback", "today"}))
 _NOTE_CHARS = 6000      # per note shown to the merge judge (it can `read` the rest)
 _CLUSTER_CHARS = 4000   # per cluster shown to the split planner
-
-
-class NoDecision(ReMeError):
-    """The model's final answer held no usable JSON decision; nothing is changed."""
 
 
 def parse_json_answer(text: str) -> dict[str, Any]:

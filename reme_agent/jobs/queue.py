@@ -141,13 +141,13 @@ def queue_for(vault: Any) -> JobQueue:
 def _register_default_consumers(q: JobQueue, vault: Any) -> None:
     configured = vault.settings.model.configured
     try:
-        from reme_agent.autolink.runner import register_consumer
+        from reme_agent.jobs.autolink_job import register_consumer
     except ImportError:  # pragma: no cover - the package ships it
         pass
     else:
         judge = None
         if configured:
-            from reme_agent.autolink.job import JobJudge
+            from reme_agent.jobs.autolink_job import JobJudge
 
             judge = JobJudge(vault)
         register_consumer(q, vault, judge)

@@ -29,6 +29,8 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from reme_agent.engine.cas import redo_on_stamp_change
+from reme_agent.engine.parser import split_note
 from reme_agent.errors import InvalidArgument, ReMeError, StampChanged
 from reme_agent.jobs.base import (
     Placeholders,
@@ -43,7 +45,6 @@ from reme_agent.jobs.base import (
 from reme_agent.jobs.guard import Guard, JobResult, norm_path
 from reme_agent.jobs.queue import JobQueue
 from reme_agent.schema.layout import DAILY, parse_daily_path, slugify
-from reme_agent.toolkit.common import split_raw
 from reme_agent.toolkit.daily import daily_list
 from reme_agent.toolkit.registry import get_tool
 
@@ -294,19 +295,19 @@ class SyncGuard(Guard):
     def _merge_append(self, name: str, fn: Callable[..., Any], args: dict[str, Any],
                       path: str) -> Any:
         """An append as a section merge on the note as it is now; CAS redo in code."""
-        for _ in range(self.max_cas_redos + 1):
+        def attempt(redo: int) -> Any:
             current = self.current(path)
             if current is None:
-                return super().dispatch(name, fn, args, path)
+                return Guard.dispatch(self, name, fn, args, path)
             text, stamp = current
-            merged = merge_sections(split_raw(text, path)[2], args["body"])
-            call = dict(args, body=merged, mode="replace", stamp=stamp)
+            merged = merge_sections(split_note(text, path).body, args["body"])
             self._old[path] = text
-            try:
-                return fn(**call)
-            except StampChanged:
-                continue  # another writer got in between: merge again on the new text
-        raise self.skip(name, path, args, self.max_cas_redos + 1)
+            return fn(**dict(args, body=merged, mode="replace", stamp=stamp))
+
+        try:  # another writer got in between: merge again on the new text
+            return redo_on_stamp_change(attempt, self.max_cas_redos)
+        except StampChanged:
+            raise self.skip(name, path, args, self.max_cas_redos + 1) from None
 
     def _add_inherits(self, path: str, args: dict[str, Any]) -> None:
         """INHERIT: a new note of a task with an earlier active note links it (in code)."""
@@ -380,7 +381,7 @@ def transcript_sync(vault: Vault, turns: list[dict[str, str]], *, session_id: st
     done = 0
     if cumulative and path:
         current = guard.current(path)
-        synced = split_raw(current[0], path)[0].get("syncedTurns") if current else 0
+        synced = split_note(current[0], path).frontmatter.get("syncedTurns") if current else 0
         done = synced if isinstance(synced, int) and 0 <= synced <= len(turns) else 0
     new = turns[done:]
     if not new:

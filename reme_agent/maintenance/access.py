@@ -4,8 +4,8 @@ DESIGN §8 (access_log.json) and §9 (maintainer). Recall records hits in memory
 them with a merging CAS write (`recall/access_log.py`); this step flushes this process's
 buffer, then re-aggregates the file as of today: `hits_30d` is recomputed (it ages even
 when nothing is read), days older than `keep_days` are pruned, and entries of files that no
-longer exist are dropped. The file is only rewritten when an entry changed, under the same
-CAS loop as a flush, so a search process flushing at the same moment loses nothing.
+longer exist are dropped. The file is only rewritten when an entry changed, under the store's
+CAS edit like a flush, so a search process flushing at the same moment loses nothing.
 
 `rename_entries` moves entries along when merge or an archive move renames a note, so a
 merged node keeps the reading history of both.
@@ -18,8 +18,7 @@ from collections.abc import Callable, Mapping
 from datetime import date, datetime
 from typing import TYPE_CHECKING
 
-from reme_agent.engine.store import stamp_of
-from reme_agent.errors import StampChanged, WriteConflict
+from reme_agent.errors import NoteNotFound, NotText, WriteConflict
 from reme_agent.maintenance.report import StepResult
 from reme_agent.recall.access_log import ACCESS_LOG_PATH, merge_hits
 from reme_agent.recall.signals import (
@@ -38,16 +37,14 @@ log = logging.getLogger("reme_agent.maintenance")
 
 __all__ = ["aggregate_access", "last_reads", "rename_entries"]
 
-_REDOS = 10
 
 
-def _read(vault: Vault) -> tuple[str | None, str | None]:
-    path = vault.store.resolve(ACCESS_LOG_PATH)
+def _read(vault: Vault) -> str | None:
+    """The file's text; None when it is missing or unreadable (derived data)."""
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None, None
-    return data.decode("utf-8", errors="replace"), stamp_of(data)
+        return vault.store.read_text(ACCESS_LOG_PATH)
+    except (NoteNotFound, NotText):
+        return None
 
 
 def _entries(text: str | None) -> dict[str, AccessEntry] | None:
@@ -63,19 +60,13 @@ def _entries(text: str | None) -> dict[str, AccessEntry] | None:
 
 
 def _update(vault: Vault, change: Callable[[str | None], AccessLogSignal | None]) -> bool:
-    """Read-modify-CAS-write loop; `change` returns None for 'nothing to write'."""
-    for _ in range(_REDOS):
-        text, stamp = _read(vault)
+    """One CAS edit of the file (a search process flushing meanwhile makes it merge again
+    on that version); `change` returns None for 'nothing to write'."""
+    def edit(text: str | None) -> str | None:
         new = change(text)
-        if new is None:
-            return False
-        try:
-            vault.store.write_if_unchanged(ACCESS_LOG_PATH, dump_signal(new), stamp)
-            return True
-        except StampChanged:
-            continue  # a search process flushed meanwhile: merge again on its version
-    raise WriteConflict(f"{ACCESS_LOG_PATH} kept changing during {_REDOS} merges.",
-                        "Run the maintainer again.")
+        return None if new is None else dump_signal(new)
+
+    return vault.store.cas_edit(ACCESS_LOG_PATH, edit, create=True).status == "written"
 
 
 def aggregate_access(vault: Vault, *, today: date, existing: set[str], keep_days: int = 90,
@@ -105,11 +96,7 @@ def aggregate_access(vault: Vault, *, today: date, existing: set[str], keep_days
             return None
         return merged
 
-    if dry_run:
-        text, _ = _read(vault)
-        wrote = change(text) is not None
-    else:
-        wrote = _update(vault, change)
+    wrote = change(_read(vault)) is not None if dry_run else _update(vault, change)
     result.found = {"flushed": flushed, **summary}
     if wrote:
         result.changed.append(ACCESS_LOG_PATH)
@@ -152,7 +139,7 @@ def _merge(a: AccessEntry | None, b: AccessEntry) -> AccessEntry:
 
 def last_reads(vault: Vault) -> dict[str, datetime]:
     """path -> last read time, straight from the file (the signal cache may lag a rename)."""
-    entries = _entries(_read(vault)[0]) or {}
+    entries = _entries(_read(vault)) or {}
     out = {}
     for path, entry in entries.items():
         moment = parse_moment(entry.last_read)

@@ -38,20 +38,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from reme_agent.engine.parser import dump_note
-from reme_agent.errors import ReMeError, StampChanged
+from reme_agent.engine.parser import dump_note, split_note
+from reme_agent.engine.retarget import plan_move
+from reme_agent.engine.transaction import Transaction
+from reme_agent.engine.view import VaultView
+from reme_agent.errors import ReMeError
 from reme_agent.maintenance.access import rename_entries
 from reme_agent.maintenance.report import StepResult
-from reme_agent.maintenance.transaction import (
-    Transaction,
-    VaultView,
-    retarget,
-    rewrite_links,
-    split_raw,
-)
 from reme_agent.recall.signals import ArchivedSignal, RecencySignal, iso_utc, parse_moment
 from reme_agent.schema.frontmatter import status_move_error
-from reme_agent.schema.layout import AUDIT, META, RESOURCE, layer_of
+from reme_agent.schema.layout import AUDIT, META, RESOURCE, is_record, layer_of
 
 if TYPE_CHECKING:
     from reme_agent.vault import Vault
@@ -60,7 +56,6 @@ log = logging.getLogger("reme_agent.maintenance")
 
 __all__ = ["DecayParams", "decay_score", "run_decay"]
 
-_REDOS = 3
 
 
 def decay_score(importance: float, days: float, in_degree: int, lam: float, alpha: float) -> float:
@@ -104,7 +99,7 @@ def run_decay(vault: Vault, view: VaultView, *, now: datetime, params: DecayPara
 
     scores: dict[str, float] = {}
     activity: dict[str, datetime] = {}
-    for path, row in sorted(view.rows.items()):
+    for path, row in sorted(view.notes.items()):
         if layer_of(path) in (META, AUDIT):
             continue
         fm = row.frontmatter if isinstance(row.frontmatter, dict) else {}
@@ -123,13 +118,13 @@ def run_decay(vault: Vault, view: VaultView, *, now: datetime, params: DecayPara
         scores[path] = round(decay_score(importance_of(fm), days, vault.graph.in_degree(path),
                                          params.lam, params.alpha), 6)
 
-    streaming = sum(1 for p in scores if view.rows[p].frontmatter.get("lifecycle") == "streaming")
+    streaming = sum(1 for p in scores if view.notes[p].frontmatter.get("lifecycle") == "streaming")
     archived: set[str] = set()
     to_archive: list[str] = []
     stale_active: list[dict[str, Any]] = []
     thawed: list[str] = []
     for path, score in scores.items():
-        fm = view.rows[path].frontmatter
+        fm = view.notes[path].frontmatter
         if fm.get("lifecycle") != "streaming":
             continue
         status = fm.get("status") or "active"
@@ -145,9 +140,9 @@ def run_decay(vault: Vault, view: VaultView, *, now: datetime, params: DecayPara
 
     state: dict[str, dict[str, str]] = {p: prev_state[p] for p in archived
                                         if p in prev_state and
-                                        prev_state[p].get("stamp") == view.rows[p].stamp}
+                                        prev_state[p].get("stamp") == view.notes[p].stamp}
     for path in sorted(archived):
-        state.setdefault(path, {"stamp": view.rows[path].stamp,
+        state.setdefault(path, {"stamp": view.notes[path].stamp,
                                 "activity": iso_utc(activity[path])})
 
     # -- archive: status distilled -> archived (one CAS frontmatter edit per note) ----------
@@ -167,7 +162,7 @@ def run_decay(vault: Vault, view: VaultView, *, now: datetime, params: DecayPara
         result.actions.append(action)
         result.changed.append(path)
     if result.changed:
-        _refresh(vault, list(result.changed))  # one index run for all the status edits
+        vault.try_refresh(list(result.changed))  # one index run for all the status edits
     for path in thawed:
         result.actions.append({"action": "thaw", "path": path, "score": scores.get(path)})
 
@@ -227,49 +222,24 @@ def _rename(src: str, dst: str, archived: set[str], state: dict[str, dict[str, s
 
 def _set_status(vault: Vault, path: str, status: str) -> str:
     """CAS frontmatter edit (body kept byte for byte); returns the new stamp."""
-    for _ in range(_REDOS):
-        text, stamp = vault.store.read_stamped(path)
-        fm, _head, body = split_raw(text, path)
-        why = status_move_error(fm.get("status"), status)
+    def edit(text: str) -> str:
+        parts = split_note(text, path)
+        why = status_move_error(parts.frontmatter.get("status"), status)
         if why:
             raise ReMeError(f"Refused status change of {path!r}: {why}.")
-        try:
-            new = vault.store.write_if_unchanged(path, dump_note({**fm, "status": status}, "")
-                                                 + body, stamp)
-        except StampChanged:
-            continue  # edited meanwhile: redo on the new text
-        return new
-    raise StampChanged(path, "(3 redos)", vault.store.stamp(path))
+        return dump_note({**parts.frontmatter, "status": status}, "") + parts.body
+
+    done = vault.store.cas_edit(path, edit)
+    assert done.stamp is not None
+    return done.stamp
 
 
 def move_note(vault: Vault, src: str, dst: str,
               immutable: Callable[[str], bool] | None = None) -> list[str]:
     """Move one note and rewrite every link the move changes, all or nothing (DESIGN §5)."""
-    for _ in range(_REDOS):
-        view = VaultView.load(vault)
-        path_map = {src: dst}
-        after = view.after(path_map)
-        tx = Transaction(vault.store)
-        text = tx.read(src)
-        _fm, head, body = split_raw(text, src)
-        new_body, _ = rewrite_links(body, src, dst, view.resolver, after, path_map)
-        tx.create(dst, head + new_body)
-        tx.delete(src)
-        retarget(tx, view, path_map, after, exclude={src},
-                 immutable=immutable or (lambda p: layer_of(p) == RESOURCE))
-        try:
-            written = tx.commit()
-        except StampChanged:
-            _refresh(vault, list(tx.planned))
-            continue
-        _refresh(vault, written)
-        rename_entries(vault, path_map)
-        return written
-    raise StampChanged(src, "(3 redos)", vault.store.stamp(src))
-
-
-def _refresh(vault: Vault, paths: list[str]) -> None:
-    try:
-        vault.refresh(paths)
-    except Exception as exc:  # the files are right; the index catches up on the next run
-        log.warning("re-indexing %s failed: %s", paths, exc)
+    _, written = Transaction.run(vault.store, lambda tx: plan_move(
+        tx, vault.view(), src, dst, skip=is_record,
+        immutable=immutable or (lambda p: layer_of(p) == RESOURCE)))
+    vault.try_refresh(written)
+    rename_entries(vault, {src: dst})
+    return written

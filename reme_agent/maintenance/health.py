@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from reme_agent.maintenance.report import StepResult
 from reme_agent.maintenance.split import SplitParams, overloaded
-from reme_agent.maintenance.transaction import VaultView
 from reme_agent.schema.audit import append_audit, audit_path
 from reme_agent.schema.layout import AUDIT, DAILY, META, RESOURCE
 
 if TYPE_CHECKING:
+    from reme_agent.engine.view import VaultView
     from reme_agent.vault import Vault
 
 __all__ = ["find_problems", "run_health"]
@@ -43,17 +43,17 @@ def find_problems(vault: Vault, view: VaultView, params: SplitParams) -> dict[st
     """{"D1": [...], "D3": [...], "D10": [...]} for the whole vault (meta/ and audit/ aside)."""
     d1: list[dict[str, Any]] = []
     d10: list[dict[str, Any]] = []
-    for source, row in sorted(view.rows.items()):
+    for source, meta in sorted(view.notes.items()):
         if source.startswith((f"{META}/", f"{AUDIT}/")):
             continue
-        for link in row.links:
-            if view.resolver.resolve(link["target"], source) is not None:
+        for link in meta.links:
+            if view.resolve(link, source) is not None:
                 continue
-            item = {"source": source, "line": link.get("line"), "target": link["target"],
-                    "predicate": link.get("predicate")}
-            if ambiguous := view.resolver.ambiguous(link["target"]):
+            item = {"source": source, "line": link.line, "target": link.target,
+                    "predicate": link.predicate}
+            if ambiguous := view.resolver.ambiguous(link.target):
                 item["ambiguous"] = ambiguous
-            (d10 if _is_provenance(link["target"]) else d1).append(item)
+            (d10 if _is_provenance(link.target) else d1).append(item)
     return {"D1": d1, "D3": overloaded(vault, view, params), "D10": d10}
 
 

@@ -36,11 +36,11 @@ from reme_agent.maintenance.health import run_health
 from reme_agent.maintenance.merge import MergeJudge, MergeParams, run_merge
 from reme_agent.maintenance.report import STEPS, StepResult
 from reme_agent.maintenance.split import SplitParams, SplitPlanner, run_split
-from reme_agent.maintenance.transaction import VaultView
 from reme_agent.recall.signals import iso_utc, utc_now
 from reme_agent.schema.audit import append_audit
 
 if TYPE_CHECKING:
+    from reme_agent.engine.view import VaultView
     from reme_agent.vault import Vault
 
 log = logging.getLogger("reme_agent.maintenance")
@@ -116,7 +116,7 @@ class Maintainer:
         report = MaintainReport(started_at=iso_utc(now), dry_run=dry_run)
         self._communities: dict[str, int] | None = None
         self.vault.index()  # the steps read the index state and graph: bring them up to date
-        view = VaultView.load(self.vault)
+        view = self.vault.view()
         for name in STEPS:
             if name not in wanted:
                 continue
@@ -132,7 +132,7 @@ class Maintainer:
             result.cpu_seconds = round(time.process_time() - c0, 3)
             report.steps.append(result)
             if any(not p.startswith(("meta/", "audit/")) for p in result.changed):
-                view = VaultView.load(self.vault)  # notes changed: later steps see them
+                view = self.vault.view()  # notes changed: later steps see them
             if not dry_run:
                 self._audit(result, now)
         report.seconds = time.perf_counter() - started
@@ -145,7 +145,7 @@ class Maintainer:
             return aggregate_access(vault, today=now.date(), existing=set(view.files),
                                     keep_days=s.access_keep_days, dry_run=dry_run)
         if name == "communities":
-            result, signal = detect_communities(vault, view.rows, layers=s.community_layers,
+            result, signal = detect_communities(vault, view.notes, layers=s.community_layers,
                                                 resolution=s.louvain_resolution, seed=s.seed,
                                                 dry_run=dry_run)
             self._communities = dict(signal.communities)  # merge gates on this run's map

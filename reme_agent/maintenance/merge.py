@@ -6,10 +6,10 @@ Candidates (no model needed):
 1. one summary per knowledge node, `title + "\\n" + description`, embedded with the vault's
    embedder; vectors are cached in `.reme/maintain.sqlite` by text hash, so a run re-embeds
    only summaries that changed (USE needs ~5 ms a summary);
-2. cosine similarity in numpy blocks (matrix products of 1,024 rows at a time, never the
-   full n x n matrix), pairs at or above `merge_similarity`, at most `merge_neighbors` per
-   node (a cloud of look-alikes must not produce a quadratic pair list); with communities,
-   only within each community and against the free nodes (3.), so O(sum n_c^2), not O(n^2);
+2. cosine similarity (`maintenance.similarity.similar_pairs`, shared with auto-link L2/L4),
+   pairs at or above `merge_similarity`, at most `merge_neighbors` per node (a cloud of
+   look-alikes must not produce a quadratic pair list); with communities, only within each
+   community and against the free nodes (3.), so O(sum n_c^2), not O(n^2);
 3. the community gate: a pair is kept only when both nodes are in the same community.
    Decision: a node alone in its community (no links at all) has no community evidence
    either way, so it may pair with anyone — otherwise two unlinked copies of one concept,
@@ -26,8 +26,9 @@ each group; a yes is merged by `apply_merge`:
   rewritten to full paths, and `merged_from` records the losers;
 - every inbound link to a loser, anywhere, is retargeted to the winner (alias, anchor and
   predicate kept); losers' titles and aliases become winner aliases; losers are deleted;
-- all in one `Transaction`: every stamp checked first, rollback on failure, at most 3 redos
-  from fresh reads when a file changes under the plan;
+- all in one `engine.transaction.Transaction`: every stamp checked first, an intent journal,
+  rollback on failure (or by the next opener after a crash), at most 3 redos from fresh
+  reads when a file changes under the plan;
 - cooldowns: the winner for `cooldown_days`, a rejected group for `rejected_cooldown_days`.
 """
 
@@ -45,23 +46,20 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from reme_agent.engine.indexer import note_aliases, note_title
-from reme_agent.engine.parser import dump_note
+from reme_agent.engine.cas import MAX_REDOS
+from reme_agent.engine.names import note_aliases, note_title
+from reme_agent.engine.parser import dump_note, split_note
+from reme_agent.engine.retarget import edge_keys, retarget, rewrite_links
+from reme_agent.engine.transaction import Transaction
+from reme_agent.engine.view import VaultView
 from reme_agent.errors import ConservationViolation, ReMeError, StampChanged, WriteConflict
 from reme_agent.maintenance.access import rename_entries
 from reme_agent.maintenance.report import StepResult
-from reme_agent.maintenance.transaction import (
-    Transaction,
-    VaultView,
-    edge_keys,
-    retarget,
-    rewrite_links,
-    split_raw,
-)
+from reme_agent.maintenance.similarity import similar_pairs
 from reme_agent.recall.signals import CooldownEntry, CooldownsSignal, iso_utc, parse_moment
 from reme_agent.schema.audit import append_audit, audit_path
 from reme_agent.schema.frontmatter import type_errors
-from reme_agent.schema.layout import RESOURCE, layer_of
+from reme_agent.schema.layout import RESOURCE, is_record, layer_of
 
 if TYPE_CHECKING:
     from reme_agent.vault import Vault
@@ -77,13 +75,9 @@ __all__ = [
     "apply_merge",
     "find_duplicates",
     "run_merge",
-    "similar_pairs",
 ]
 
 MERGE_ACTIONS = ("merge", "merge-rejected")
-_REDOS = 3
-_BLOCK = 1024
-_PACK = 256   # communities smaller than this share one matrix product
 
 
 @dataclass(frozen=True)
@@ -198,119 +192,6 @@ def summary_text(path: str, frontmatter: dict[str, Any]) -> str:
 # -- pairs and groups ----------------------------------------------------------------------
 
 
-def similar_pairs(mat: np.ndarray, threshold: float, *, groups: np.ndarray | None = None,
-                  free: np.ndarray | None = None, neighbors: int = 10,
-                  block: int = _BLOCK) -> list[tuple[int, int, float]]:
-    """(i, j, cosine) with i < j and cosine >= threshold, by i, then cosine desc, then j.
-
-    `groups[i] == groups[j]` (or `free[i] | free[j]`) gates a pair when given; each row keeps
-    its `neighbors` most similar partners. Why per community: under the gate a pair is either
-    inside one community or has a free end, so only the community blocks and the free rows
-    (against every node) are multiplied: O(sum n_c^2 + n * n_free), not O(n^2). Products
-    take at most `block` rows, so memory stays bounded even for one huge community.
-    """
-    n = len(mat)
-    groups = None if groups is None else np.asarray(groups)
-    free = None if free is None else np.asarray(free, dtype=bool)
-    whole = groups is None or n <= block           # every row against every node, as before
-    if whole:
-        loose = np.ones(n, dtype=bool)
-    else:
-        loose = free if free is not None else np.zeros(n, dtype=bool)
-    free_idx = np.flatnonzero(loose)
-    hits: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    for rows in _chunks(free_idx, block):
-        # a slice where possible, not a copy: the very BLAS call of a plain all-pairs product
-        contiguous = rows[-1] - rows[0] + 1 == len(rows)
-        sims = _product(mat[rows[0]:rows[-1] + 1] if contiguous else mat[rows], mat)
-        mask = sims >= threshold
-        if groups is not None and whole:           # n <= block: one chunk of all rows
-            gate = groups[:, None] == groups[None, :]
-            if free is not None:
-                gate |= free[:, None] | free[None, :]
-            mask &= gate
-        r, c = np.nonzero(mask)
-        s, r = sims[r, c], rows[r]
-        own = c > r
-        back = ~own & ~loose[c]    # (c, r) for a gated c < r: c's community search skips r
-        hits.append(_top(np.r_[r[own], c[back]], np.r_[c[own], r[back]],
-                         np.r_[s[own], s[back]], neighbors))
-    if not whole:
-        gated = np.flatnonzero(~loose)
-        order = gated[np.argsort(groups[gated], kind="stable")]   # by community, then index
-        labels = groups[order]
-        edges = np.r_[0, np.flatnonzero(labels[1:] != labels[:-1]) + 1, len(order)]
-        sizes = np.diff(edges)
-        for a, b in zip(edges[:-1], edges[1:], strict=True):
-            if b - a <= _PACK:
-                continue
-            colmat = mat[order[a:b]]               # a large community: rows in chunks
-            for rows in _chunks(order[a:b], block):
-                at = int(np.searchsorted(order[a:b], rows[0]))   # columns j > i only
-                hits.append(_gated_hits(mat[rows], rows, colmat[at:], order[a + at:b], None,
-                                        threshold, neighbors))
-        small = np.repeat(sizes <= _PACK, sizes)   # small communities share one product
-        rest, lab = order[small], labels[small]
-        packs: list[list[int]] = []
-        start = 0
-        for end in np.r_[np.flatnonzero(lab[1:] != lab[:-1]) + 1, len(rest)]:
-            if end - start >= _PACK:
-                packs.append([start, int(end)])
-                start = int(end)
-        if start < len(rest):                      # no tiny last product: join the one before
-            if packs:
-                packs[-1][1] = len(rest)
-            else:
-                packs.append([start, len(rest)])
-        for a, b in packs:
-            same = None if lab[a] == lab[b - 1] else lab[a:b, None] == lab[None, a:b]
-            hits.append(_gated_hits(mat[rest[a:b]], rest[a:b], mat[rest[a:b]], rest[a:b], same,
-                                    threshold, neighbors))
-    if not hits:
-        return []
-    r, c, s = _top(*(np.concatenate(parts) for parts in zip(*hits, strict=True)), neighbors)
-    return [(int(a), int(b), float(x)) for a, b, x in zip(r, c, s, strict=True)]
-
-
-def _chunks(idx: np.ndarray, block: int) -> list[np.ndarray]:
-    """`idx` in near-equal pieces of at most `block`: no tiny last product."""
-    pieces = -(-len(idx) // block)
-    return list(np.array_split(idx, pieces)) if pieces else []
-
-
-def _product(rowmat: np.ndarray, colmat: np.ndarray) -> np.ndarray:
-    """rowmat @ colmat.T, always through BLAS gemm: numpy sends a one-row or one-column
-    product to gemv, which rounds differently, so such a product is padded to two."""
-    if len(rowmat) == 1:
-        return _product(np.vstack([rowmat, rowmat]), colmat)[:1]
-    if len(colmat) == 1:
-        return _product(rowmat, np.vstack([colmat, colmat]))[:, :1]
-    return rowmat @ colmat.T
-
-
-def _gated_hits(rowmat: np.ndarray, rows: np.ndarray, colmat: np.ndarray, cols: np.ndarray,
-                same: np.ndarray | None, threshold: float, neighbors: int,
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Pairs of `rows` with `cols` (j > i), gated by `same` when the block mixes groups."""
-    sims = _product(rowmat, colmat)
-    mask = (sims >= threshold) & (cols[None, :] > rows[:, None])
-    if same is not None:
-        mask &= same
-    r, c = np.nonzero(mask)
-    return _top(rows[r], cols[c], sims[r, c], neighbors)
-
-
-def _top(r: np.ndarray, c: np.ndarray, s: np.ndarray, neighbors: int,
-         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Sorted by row, then similarity desc, then column; at most `neighbors` per row."""
-    order = np.lexsort((c, -s, r))
-    r, c, s = r[order], c[order], s[order]
-    starts = np.r_[0, np.flatnonzero(np.diff(r)) + 1]
-    rank = np.arange(len(r)) - np.repeat(starts, np.diff(np.r_[starts, len(r)]))
-    keep = rank < neighbors
-    return r[keep], c[keep], s[keep]
-
-
 class _UnionFind:
     """Union-find whose components carry one community label; a union that would join two
     different communities (through a node without one) is refused, keeping groups gated."""
@@ -356,8 +237,8 @@ def find_duplicates(vault: Vault, view: VaultView, *, params: MergeParams,
                     ) -> tuple[list[DuplicateGroup], list[DuplicateGroup], dict[str, Any]]:
     """(groups to judge, groups too large to merge automatically, stats)."""
     cooling = active_cooldowns(vault, now, MERGE_ACTIONS)
-    paths = sorted(p for p in view.rows if layer_of(p) in params.layers and p not in cooling)
-    texts = {p: summary_text(p, view.rows[p].frontmatter) for p in paths}
+    paths = sorted(p for p in view.notes if layer_of(p) in params.layers and p not in cooling)
+    texts = {p: summary_text(p, view.notes[p].frontmatter) for p in paths}
     cache = SummaryCache(vault.internal / "maintain.sqlite")
     try:
         mat = cache.vectors(vault.embedder, texts)
@@ -401,7 +282,7 @@ def find_duplicates(vault: Vault, view: VaultView, *, params: MergeParams,
 
 
 def _created(view: VaultView, path: str) -> float:
-    row = view.rows[path]
+    row = view.notes[path]
     moment = parse_moment(row.frontmatter.get("created"))
     return moment.timestamp() if moment is not None else row.mtime_ns / 1e9
 
@@ -422,7 +303,7 @@ def _split_h1(body: str) -> tuple[str | None, str]:
 
 def _merged_frontmatter(view: VaultView, winner: str, losers: list[str], texts: dict[str, str],
                         now: datetime) -> dict[str, Any]:
-    fms = {p: split_raw(texts[p], p)[0] for p in [winner, *losers]}
+    fms = {p: split_note(texts[p], p).frontmatter for p in [winner, *losers]}
     fm = dict(fms[winner])
     title = note_title(winner, fm, "")
     seen = {title.casefold()}
@@ -461,13 +342,12 @@ def _merged_frontmatter(view: VaultView, winner: str, losers: list[str], texts: 
     return fm
 
 
-def plan_merge(vault: Vault, view: VaultView, members: list[str],
-               now: datetime) -> tuple[Transaction, MergeOutcome]:
-    """The whole merge as a checked, uncommitted transaction."""
+def plan_merge(vault: Vault, view: VaultView, members: list[str], now: datetime,
+               tx: Transaction) -> MergeOutcome:
+    """Plan the whole merge into `tx` (checked, not committed)."""
     winner = choose_winner(vault, view, members)
     losers = [p for p in members if p != winner]
     path_map = {p: winner for p in losers}
-    tx = Transaction(vault.store)
     texts = {p: tx.read(p) for p in [winner, *losers]}
     fm = _merged_frontmatter(view, winner, losers, texts, now)
     errors = type_errors(fm)
@@ -475,11 +355,11 @@ def plan_merge(vault: Vault, view: VaultView, members: list[str],
         raise WriteConflict(f"Merged frontmatter of {winner!r} would be invalid: "
                             + "; ".join(errors) + ".")
     after = view.after(path_map, aliases={winner: note_aliases(fm)})
-    _fm, _head, body_w = split_raw(texts[winner], winner)
+    body_w = split_note(texts[winner], winner).body
     new_body, _ = rewrite_links(body_w, winner, winner, view.resolver, after, path_map, losers)
     parts = [new_body.rstrip("\n")]
     for loser in losers:
-        _lfm, _lhead, body_l = split_raw(texts[loser], loser)
+        body_l = split_note(texts[loser], loser).body
         moved, _ = rewrite_links(body_l, loser, winner, view.resolver, after, path_map, losers)
         heading, rest = _split_h1(moved)
         parts.append(f"## {heading or view.title(loser)}\n\n{rest.strip()}".rstrip())
@@ -487,7 +367,7 @@ def plan_merge(vault: Vault, view: VaultView, members: list[str],
     # Conservation (DESIGN §5): every outbound edge of every member survives the merge.
     old: set[tuple[str, str | None]] = set()
     for p in [winner, *losers]:
-        old |= edge_keys(split_raw(texts[p], p)[2], p, view.resolver, path_map)
+        old |= edge_keys(split_note(texts[p], p).body, p, view.resolver, path_map)
     new = edge_keys(merged_body, winner, after, raw_too=True)
     lost = old - new
     if lost:
@@ -496,40 +376,31 @@ def plan_merge(vault: Vault, view: VaultView, members: list[str],
     for loser in losers:
         tx.delete(loser)
     retargeted = retarget(tx, view, path_map, after, force=losers, exclude={winner, *losers},
-                          immutable=lambda p: layer_of(p) == RESOURCE)
-    old_aliases = {a.casefold() for a in note_aliases(view.rows[winner].frontmatter)}
+                          skip=is_record, immutable=lambda p: layer_of(p) == RESOURCE)
+    old_aliases = {a.casefold() for a in note_aliases(view.notes[winner].frontmatter)}
     added = [a for a in fm.get("aliases") or [] if a.casefold() not in old_aliases]
-    return tx, MergeOutcome(winner, losers, [], retargeted, added)
+    return MergeOutcome(winner, losers, [], retargeted, added)
 
 
 def apply_merge(vault: Vault, members: list[str], *, now: datetime,
-                max_redos: int = _REDOS) -> MergeOutcome:
+                max_redos: int = MAX_REDOS) -> MergeOutcome:
     """Plan and commit one merge; a file changing under the plan discards it and redoes it."""
-    last: Exception | None = None
-    for _ in range(max_redos + 1):
-        view = VaultView.load(vault)
-        missing = [p for p in members if p not in view.rows]
+    def build(tx: Transaction) -> MergeOutcome:
+        view = vault.view()
+        missing = [p for p in members if p not in view.notes]
         if missing:
             raise WriteConflict(f"Cannot merge: {', '.join(missing)} no longer exist(s).")
-        tx, outcome = plan_merge(vault, view, members, now)
-        try:
-            outcome.written = tx.commit()
-        except StampChanged as exc:
-            last = exc
-            _refresh(vault, list(tx.planned))
-            continue
-        _refresh(vault, outcome.written)
-        rename_entries(vault, {p: outcome.winner for p in outcome.losers})
-        return outcome
-    raise WriteConflict(f"Merge of {', '.join(members)} skipped: files kept changing during "
-                        f"{max_redos} redos ({last}).", "It is retried on the next run.")
+        return plan_merge(vault, view, members, now, tx)
 
-
-def _refresh(vault: Vault, paths: list[str]) -> None:
     try:
-        vault.refresh(paths)
-    except Exception as exc:
-        log.warning("re-indexing %s failed: %s", paths, exc)
+        outcome, written = Transaction.run(vault.store, build, max_redos)
+    except StampChanged as exc:
+        raise WriteConflict(f"Merge of {', '.join(members)} skipped: files kept changing during "
+                            f"{max_redos} redos ({exc}).", "It is retried on the next run.") from exc
+    outcome.written = written
+    vault.try_refresh(written)
+    rename_entries(vault, {p: outcome.winner for p in outcome.losers})
+    return outcome
 
 
 # -- the step ------------------------------------------------------------------------------

@@ -38,21 +38,23 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from reme_agent.engine.indexer import note_aliases, note_title
 from reme_agent.engine.links import LinkResolver
-from reme_agent.engine.parser import Block, dump_note, parse_note
+from reme_agent.engine.names import note_aliases, note_title
+from reme_agent.engine.parser import Block, dump_note, parse_note, split_note
+from reme_agent.engine.retarget import edge_keys, rewrite_links
 from reme_agent.engine.tokenize import estimate_tokens
-from reme_agent.errors import ConservationViolation, ReMeError, StampChanged, WriteConflict
+from reme_agent.engine.transaction import Transaction
+from reme_agent.engine.view import VaultView
+from reme_agent.errors import (
+    ConservationViolation,
+    ReMeError,
+    StaleProposal,
+    StampChanged,
+    WriteConflict,
+)
 from reme_agent.maintenance.kmeans import choose_k
 from reme_agent.maintenance.merge import active_cooldowns, update_cooldowns
 from reme_agent.maintenance.report import StepResult
-from reme_agent.maintenance.transaction import (
-    Transaction,
-    VaultView,
-    edge_keys,
-    rewrite_links,
-    split_raw,
-)
 from reme_agent.schema.audit import append_audit
 from reme_agent.schema.frontmatter import type_errors
 from reme_agent.schema.layout import KNOWLEDGE, knowledge_path, layer_of, slugify
@@ -77,7 +79,6 @@ __all__ = [
 ]
 
 SPLIT_ACTIONS = ("split", "split-refused")
-_REDOS = 3
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ def overloaded(vault: Vault, view: VaultView, params: SplitParams,
     """D3: {path, tokens, blocks} of every node over a threshold, largest first."""
     out = []
     counts = Counter(vault.indexer.block_paths.values())   # blocks per note, in memory
-    for path, row in view.rows.items():
+    for path, row in view.notes.items():
         if layer_of(path) not in layers:
             continue
         # A token is at least one byte, so a small file can only be over on blocks.
@@ -204,10 +205,6 @@ class SplitOutcome:
         return asdict(self)
 
 
-class StaleProposal(WriteConflict):
-    """The note changed since the proposal was made."""
-
-
 # -- building and checking -----------------------------------------------------------------
 
 
@@ -246,8 +243,8 @@ def _slugs(vault: Vault, view: VaultView, plan: SplitPlan, parent: str) -> list[
 
 
 def build_split(vault: Vault, view: VaultView, proposal: SplitProposal, plan: SplitPlan,
-                now: datetime) -> tuple[Transaction, SplitOutcome]:
-    """The split as an uncommitted transaction; raises if E-2 or E-3 would break."""
+                now: datetime, tx: Transaction) -> SplitOutcome:
+    """Plan the split into `tx` (not committed); raises if E-2 or E-3 would break."""
     parent = proposal.path
     if len(plan.children) != len(proposal.clusters):
         raise WriteConflict(f"The plan names {len(plan.children)} children for "
@@ -255,9 +252,9 @@ def build_split(vault: Vault, view: VaultView, proposal: SplitProposal, plan: Sp
                             "Give exactly one child per cluster, in order.")
     if not plan.overview.strip():
         raise WriteConflict("The plan has no parent overview.", "Write the overview.")
-    tx = Transaction(vault.store)
     text = tx.read(parent)
-    fm, _head, body = split_raw(text, parent)
+    parts = split_note(text, parent)
+    fm, body = parts.frontmatter, parts.body
     note = parse_note(parent, text)
     if [b.hash for b in note.blocks] != proposal.hashes:
         raise StaleProposal(f"{parent!r} changed since the split was proposed.",
@@ -302,7 +299,7 @@ def build_split(vault: Vault, view: VaultView, proposal: SplitProposal, plan: Sp
     old_edges = edge_keys(body, parent, view.resolver)
     new_edges = edge_keys(new_body, parent, after, raw_too=True)
     for path, ctext in child_texts.items():
-        new_edges |= edge_keys(split_raw(ctext, path)[2], path, after, raw_too=True)
+        new_edges |= edge_keys(split_note(ctext, path).body, path, after, raw_too=True)
     lost = old_edges - new_edges
     if lost:
         raise ConservationViolation(parent, {(t.lstrip("\0"), p) for t, p in lost})
@@ -314,16 +311,16 @@ def build_split(vault: Vault, view: VaultView, proposal: SplitProposal, plan: Sp
     planned = tx.planned
     assert planned.get(parent) == "write" and all(
         planned[p] == "create" for p in paths) and len(planned) == len(paths) + 1  # E-3
-    return tx, SplitOutcome(parent, paths)
+    return SplitOutcome(parent, paths)
 
 
 def _check_resolution(view: VaultView, after: LinkResolver) -> None:
     moved = []
-    for source, row in view.rows.items():
-        for link in row.links:
-            was = view.resolver.resolve(link["target"], source)
-            if was is not None and after.resolve(link["target"], source) != was:
-                moved.append(f"{source}: [[{link['target']}]] -> {was}")
+    for source, meta in view.notes.items():
+        for link in meta.links:
+            was = view.resolver.resolve(link.target, source)
+            if was is not None and after.resolve(link.target, source) != was:
+                moved.append(f"{source}: [[{link.target}]] -> {was}")
     if moved:
         raise WriteConflict("Refused split (E-3): a child's name would change where existing "
                             "links point: " + "; ".join(moved[:5]) + ".",
@@ -333,26 +330,15 @@ def _check_resolution(view: VaultView, after: LinkResolver) -> None:
 def apply_split(vault: Vault, proposal: SplitProposal, plan: SplitPlan, *,
                 now: datetime) -> SplitOutcome:
     """Build, check and commit one split (redone from fresh reads if a file changes)."""
-    last: Exception | None = None
-    for _ in range(_REDOS):
-        view = VaultView.load(vault)
-        tx, outcome = build_split(vault, view, proposal, plan, now)
-        try:
-            outcome.written = tx.commit()
-        except StampChanged as exc:
-            last = exc
-            _refresh(vault, [proposal.path])
-            continue
-        _refresh(vault, outcome.written)
-        return outcome
-    raise WriteConflict(f"Split of {proposal.path} skipped: files kept changing ({last}).")
-
-
-def _refresh(vault: Vault, paths: list[str]) -> None:
     try:
-        vault.refresh(paths)
-    except Exception as exc:
-        log.warning("re-indexing %s failed: %s", paths, exc)
+        outcome, written = Transaction.run(
+            vault.store, lambda tx: build_split(vault, vault.view(), proposal, plan, now, tx))
+    except StampChanged as exc:
+        raise WriteConflict(f"Split of {proposal.path} skipped: files kept changing "
+                            f"({exc}).") from exc
+    outcome.written = written
+    vault.try_refresh(written)
+    return outcome
 
 
 # -- the step ------------------------------------------------------------------------------

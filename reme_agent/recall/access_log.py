@@ -7,9 +7,10 @@ A search records the paths it returned into an in-process buffer, deduplicated p
 - at interpreter exit (atexit; the hook holds only a weak reference);
 - on demand (`flush()`), and by `close()`.
 
-A flush is read-merge-write under compare-and-swap (`store.write_if_unchanged`, which holds
-the store's per-file lock): two AccessLog objects, threads or processes flushing at once
-redo the merge instead of overwriting each other, so no entry is lost. The merge unions
+A flush is read-merge-write under compare-and-swap (`FileStore.cas_edit`): two AccessLog
+objects, threads or processes flushing at once redo the merge instead of overwriting each
+other, so no entry is lost (a flush that still loses the race after 3 redos keeps its hits
+for the next one). The merge unions
 `hit_days`, keeps the latest `last_read`, prunes days older than `keep_days` and recomputes
 `hits_30d`. A failed flush logs, puts the entries back and never raises into a search.
 The buffer is bounded (`capacity`); past it the oldest (path, day) pairs are dropped.
@@ -26,8 +27,8 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from datetime import UTC, date, datetime, timedelta
 
-from reme_agent.engine.store import FileStore, stamp_of
-from reme_agent.errors import StampChanged
+from reme_agent.engine.cas import MAX_REDOS
+from reme_agent.engine.store import FileStore
 from reme_agent.recall.signals import (
     SIGNALS,
     AccessEntry,
@@ -49,7 +50,8 @@ class AccessLog:
     """Ring buffer of (path, day) hits with a periodic, merging, atomic flush."""
 
     def __init__(self, store: FileStore, *, interval: float = FLUSH_INTERVAL,
-                 capacity: int = 50_000, keep_days: int = 90, max_redos: int = 20) -> None:
+                 capacity: int = 50_000, keep_days: int = 90,
+                 max_redos: int = MAX_REDOS) -> None:
         self.store = store
         self.interval = interval
         self.capacity = capacity
@@ -110,23 +112,11 @@ class AccessLog:
         return len(batch)
 
     def _merge_into_file(self, batch: OrderedDict[tuple[str, str], datetime]) -> None:
-        for _ in range(self.max_redos):
-            text, stamp = self._read_current()
-            merged = merge_hits(text, batch, today=utc_now().date(), keep_days=self.keep_days)
-            try:
-                self.store.write_if_unchanged(ACCESS_LOG_PATH, dump_signal(merged), stamp)
-                return
-            except StampChanged:
-                continue   # another flusher won the race: re-read and merge again
-        raise RuntimeError(f"{ACCESS_LOG_PATH} kept changing during {self.max_redos} merges")
-
-    def _read_current(self) -> tuple[str | None, str | None]:
-        path = self.store.resolve(ACCESS_LOG_PATH)
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return None, None
-        return data.decode("utf-8", errors="replace"), stamp_of(data)
+        today = utc_now().date()
+        # Another flusher winning the race makes the merge start over on its version.
+        self.store.cas_edit(ACCESS_LOG_PATH, lambda text: dump_signal(
+            merge_hits(text, batch, today=today, keep_days=self.keep_days)),
+            self.max_redos, create=True)
 
     # -- timer and lifetime --------------------------------------------------------------
     def _start_timer(self) -> None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from reme_agent.engine.indexer import note_title
+from reme_agent.engine.names import note_title
 from reme_agent.recall.signals import parse_moment
 
 if TYPE_CHECKING:

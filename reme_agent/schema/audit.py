@@ -1,8 +1,8 @@
 """Human-facing audit notes: `audit/<YYYY-MM-DD>/<name>.md` (DESIGN §2, §5).
 
 Jobs and tools append one Markdown entry per event (a refused write, a duplicate report, a
-health check). Appends go through the store's CAS, so two writers appending to the same note
-at once both land; a lost race is retried.
+health check). Appends go through the store's CAS (`FileStore.cas_edit`), so two writers
+appending to the same note at once both land; a lost race is redone (at most 3 times).
 """
 
 from __future__ import annotations
@@ -10,13 +10,12 @@ from __future__ import annotations
 import datetime as _dt
 from typing import TYPE_CHECKING, Any
 
-from reme_agent.errors import InvalidArgument, NoteExists, StampChanged, WriteConflict
+from reme_agent.errors import InvalidArgument
 from reme_agent.schema.layout import AUDIT, is_slug, slugify
 
 if TYPE_CHECKING:
     from reme_agent.engine.store import FileStore
 
-_RETRIES = 5
 
 
 def audit_path(name: str, day: _dt.date | None = None) -> str:
@@ -38,19 +37,12 @@ def append_audit(target: Any, name: str, title: str, body: str, *,
     when = (now or _dt.datetime.now().astimezone()).replace(microsecond=0)
     path = audit_path(name, when.date())
     entry = f"## {when.isoformat()} — {title.strip()}\n\n{body.strip()}\n"
-    for _ in range(_RETRIES):
-        if not store.exists(path):
-            try:
-                store.create(path, f"# Audit: {name} ({when.date().isoformat()})\n\n{entry}")
-                return path
-            except NoteExists:
-                continue  # another writer created it first: append instead
-        text, stamp = store.read_stamped(path)
+
+    def append(text: str | None) -> str:
+        if text is None:  # the day's first entry: O_EXCL create (a lost race appends)
+            return f"# Audit: {name} ({when.date().isoformat()})\n\n{entry}"
         sep = "" if text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
-        try:
-            store.write_if_unchanged(path, f"{text}{sep}{entry}", stamp)
-            return path
-        except StampChanged:
-            continue  # another entry landed between read and write: re-read and append
-    raise WriteConflict(f"Could not append to {path!r}: it kept changing during {_RETRIES} tries.",
-                        "Retry later.")
+        return f"{text}{sep}{entry}"
+
+    store.cas_edit(path, append, create=True)
+    return path

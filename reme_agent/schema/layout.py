@@ -67,6 +67,12 @@ def layer_of(path: str) -> str | None:
     return head if head in TOP_FOLDERS else None
 
 
+def is_record(path: str) -> bool:
+    """A record of the past (an audit/ report, a meta/ signal): never rewritten by a change
+    elsewhere, so a link there keeps saying what it said."""
+    return layer_of(path) in (AUDIT, META)
+
+
 def parse_daily_path(path: str) -> tuple[str, str] | None:
     """(date, slug) for a daily summary note path, else None."""
     parts = PurePosixPath(path).parts

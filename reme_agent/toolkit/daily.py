@@ -14,18 +14,19 @@ import datetime as _dt
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
-from reme_agent.errors import InvalidArgument, NoteExists, StampChanged
+from reme_agent.engine.parser import dump_note, split_note
+from reme_agent.engine.view import note_meta
+from reme_agent.errors import InvalidArgument, StampChanged
 from reme_agent.schema.frontmatter import status_move_error
 from reme_agent.schema.layout import DAILY, daily_path, is_slug, parse_daily_path, slugify
-from reme_agent.toolkit.common import index_rows, now_iso, parse_day, read_meta, split_raw
-from reme_agent.toolkit.notes import edit_properties, write_note
+from reme_agent.toolkit.common import now_iso, parse_day
+from reme_agent.toolkit.notes import check_write, edit_properties, ends_nl, written
 from reme_agent.toolkit.results import ToolResult, tool
 
 if TYPE_CHECKING:
     from reme_agent.vault import Vault
 
 _MANAGED = ("lifecycle", "status")
-_TRIES = 3
 
 
 @tool
@@ -66,20 +67,24 @@ def daily_write(vault: Vault, slug: str, body: str, date: str | None = None,
     path = daily_path(day, slug)
     new = {"title": title, "description": description, "tags": tags,
            "originSessionId": origin_session_id, **extra}
-    for _ in range(_TRIES):
-        if not vault.store.exists(path):
-            if stamp is not None:
-                raise StampChanged(path, stamp, None)
-            try:
-                return _create(vault, path, slug, body, new)
-            except NoteExists:
-                continue  # lost the race to another writer: update instead
-        try:
-            return _update(vault, path, body, new, mode, stamp)
-        except StampChanged:
-            if stamp is not None:
-                raise
-    raise StampChanged(path, stamp or "retry", vault.store.stamp(path))
+    created: list[bool] = []
+
+    def edit(text: str | None) -> str:
+        new_text = _new_note(slug, body, new) if text is None else \
+            _appended(path, text, body, new, mode)
+        check_write(vault, path, text, new_text)
+        created[:] = [text is None]
+        return new_text
+
+    # One CAS edit: a note created meanwhile by another writer is updated instead.
+    done = vault.store.cas_edit(path, edit, stamp=stamp, create=True)
+    assert done.stamp is not None and done.text is not None
+    if done.status == "unchanged":
+        return ToolResult({"path": path, "stamp": done.stamp, "created": False, "bytes":
+                           len(done.text.encode("utf-8")), "warning": None, "mode": mode},
+                          f"No change to {path} (stamp {done.stamp})")
+    result = written(vault, path, done.stamp, done.text, created=created[0])
+    return ToolResult(result.data | ({} if created[0] else {"mode": mode}), result.text)
 
 
 @tool
@@ -91,12 +96,13 @@ def daily_read(vault: Vault, path: str) -> ToolResult:
     """
     note = summary_path(path)
     text, stamp = vault.store.read_stamped(note)
-    fm, _, body, error = split_raw(text, note)
+    parts = split_note(text, note)
     folder = PurePosixPath(note).parent.as_posix()
     materials = [{"path": p, "size": vault.store.stat(p).size}
                  for p in vault.store.list(folder) if p != note]
-    data = {"path": note, "stamp": stamp, "frontmatter": fm, "body": body, "text": text,
-            "materials": materials, "parse_error": error}
+    data = {"path": note, "stamp": stamp, "frontmatter": parts.frontmatter, "body": parts.body,
+            "text": text, "materials": materials,
+            "parse_error": str(parts.error) if parts.error else None}
     listing = "\n".join(f"  {m['path']} ({m['size']} bytes)" for m in materials) or "  (none)"
     return ToolResult(data, f"[{note} | stamp {stamp}]\n{text}\n\nMaterials:\n{listing}")
 
@@ -119,10 +125,10 @@ def daily_list(vault: Vault, start: str | None = None, end: str | None = None,
         raise InvalidArgument(f"start {lo} is after end {hi}.")
     if not 1 <= limit <= 5000:
         raise InvalidArgument(f"limit must be between 1 and 5000, got {limit}.")
-    rows = index_rows(vault)
+    rows = vault.index_rows()
     items = []
     for note in _daily_notes(vault, lo, hi):
-        fm = read_meta(vault, note, rows.get(note)).frontmatter
+        fm = note_meta(vault.store, note, rows.get(note)).frontmatter
         st = fm.get("status") or "active"
         if status is None or st == status:
             day, slug = parse_daily_path(note) or ("", "")
@@ -151,7 +157,7 @@ def daily_status(vault: Vault, path: str,
     text, stamp_now = vault.store.read_stamped(note)
     if stamp is not None and stamp != stamp_now:
         raise StampChanged(note, stamp, stamp_now)
-    fm = split_raw(text, note)[0]
+    fm = split_note(text, note).frontmatter
     if fm.get("lifecycle") not in (None, "streaming"):
         raise InvalidArgument(f"{note!r} has lifecycle {fm['lifecycle']!r}; only streaming "
                               "notes have a status.")
@@ -201,7 +207,8 @@ def _daily_notes(vault: Vault, lo: _dt.date | None, hi: _dt.date | None) -> list
     return out
 
 
-def _create(vault: Vault, path: str, slug: str, body: str, new: dict[str, Any]) -> ToolResult:
+def _new_note(slug: str, body: str, new: dict[str, Any]) -> str:
+    """A new daily note: default streaming frontmatter, an H1 if the body has none."""
     now = now_iso()
     title = new.get("title") or slug
     fm: dict[str, Any] = {"title": title}
@@ -215,17 +222,15 @@ def _create(vault: Vault, path: str, slug: str, body: str, new: dict[str, Any]) 
     text = body.strip("\n")
     if not text.lstrip().startswith("# "):
         text = f"# {title}\n\n{text}"
-    return write_note(vault, path, body=text, frontmatter=fm)
+    return dump_note(fm, ends_nl(text))
 
 
-def _update(vault: Vault, path: str, body: str, new: dict[str, Any], mode: str,
-            stamp: str | None) -> ToolResult:
-    text, current = vault.store.read_stamped(path)
-    if stamp is not None and stamp != current:
-        raise StampChanged(path, stamp, current)
-    fm, _, old_body, error = split_raw(text, path)
-    if error:
-        raise InvalidArgument(f"{path!r} has malformed frontmatter: {error}",
+def _appended(path: str, text: str, body: str, new: dict[str, Any], mode: str) -> str:
+    """The active note `text` with `body` appended (or replacing it) and `updated` bumped."""
+    parts = split_note(text, path)
+    fm = parts.frontmatter
+    if parts.error:
+        raise InvalidArgument(f"{path!r} has malformed frontmatter: {parts.error}",
                               "Fix it with `write` (text=...) first.")
     if (fm.get("status") or "active") != "active":
         raise InvalidArgument(f"{path!r} is {fm['status']}; only active daily notes take new "
@@ -242,7 +247,5 @@ def _update(vault: Vault, path: str, body: str, new: dict[str, Any], mode: str,
     fm |= {k: v for k, v in new.items() if k not in
            ("title", "description", "tags", "originSessionId")}
     fm["updated"] = now_iso()
-    merged = body if mode == "replace" else old_body.rstrip("\n") + "\n\n" + body.strip("\n") + "\n"
-    result = write_note(vault, path, body=merged, frontmatter=fm, overwrite=True, stamp=current)
-    return ToolResult(result.data | {"mode": mode}, result.text)
-
+    merged = body if mode == "replace" else parts.body.rstrip("\n") + "\n\n" + body.strip("\n") + "\n"
+    return dump_note(fm, ends_nl(merged))

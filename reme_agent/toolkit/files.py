@@ -3,9 +3,11 @@
 `move` keeps the graph intact: every link anywhere in the vault that resolved to the moved
 file is rewritten to its new full path, and a link to another file whose meaning the move
 would change (a short name that becomes ambiguous, a relative link inside the moved note) is
-rewritten to that file's full path; alias, anchor and predicate bytes are kept. It is
-all-or-nothing (DESIGN §5): every stamp is checked first, then all files are written and
-the file is moved; if any step fails, what was written is restored byte for byte.
+rewritten to that file's full path; alias, anchor and predicate bytes are kept
+(`engine.retarget.plan_move`). It is all-or-nothing (DESIGN §5, `engine.transaction`):
+every stamp is checked first, an intent journal is written, then all files are written and
+the file is moved; if any step fails, what was written is restored byte for byte, and a
+process killed mid-way is rolled back by the next one that opens the vault.
 
 `upload` / `download` cross the vault boundary, so they only touch local folders listed in
 the config (`toolkit.upload_dirs` / `toolkit.download_dirs`); an empty list disables them.
@@ -16,13 +18,11 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from reme_agent.engine.indexer import note_aliases
-from reme_agent.engine.links import Link, LinkResolver, rewrite_targets
-from reme_agent.engine.store import decode_text, stamp_of
+from reme_agent.engine.retarget import plan_move
+from reme_agent.engine.transaction import Transaction
 from reme_agent.errors import (
     InvalidArgument,
     NoteExists,
@@ -31,7 +31,7 @@ from reme_agent.errors import (
     StampChanged,
 )
 from reme_agent.schema.layout import RESOURCE, layer_of
-from reme_agent.toolkit.common import VaultScan, is_note, refresh, split_raw
+from reme_agent.toolkit.common import is_note
 from reme_agent.toolkit.policy import (
     check_change,
     check_destination_folder,
@@ -42,16 +42,6 @@ from reme_agent.toolkit.results import ToolResult, tool
 
 if TYPE_CHECKING:
     from reme_agent.vault import Vault
-
-
-@dataclass
-class _Edit:
-    """One file of a multi-file change: the bytes it had and the text it gets."""
-
-    path: str
-    old: bytes
-    new: str
-    links: int
 
 
 # -- tools --------------------------------------------------------------------------------
@@ -77,12 +67,12 @@ def move(vault: Vault, src: str, dst: str) -> ToolResult:
     check_destination_folder(vault, d)
     if kind == "note":
         check_link_safe_name(d, "move")
-    scan = VaultScan(vault)
-    edits = _retarget_plan(vault, scan, s, d)
-    _apply_move(vault, edits, s, d)
-    warning = refresh(vault, [s, d, *[e.path for e in edits if e.path != s]])
-    rewritten = [{"path": d if e.path == s else e.path, "links": e.links} for e in edits]
-    text = f"Moved {s} -> {d}; rewrote {sum(e.links for e in edits)} link(s) in {len(edits)} file(s)"
+    tx = Transaction(vault.store)
+    links = plan_move(tx, vault.view(), s, d, relink_all=True)
+    tx.commit()   # every stamp checked, journalled, all or nothing (DESIGN §5)
+    warning = vault.try_refresh([s, d, *links])
+    rewritten = [{"path": p, "links": n} for p, n in links.items()]
+    text = f"Moved {s} -> {d}; rewrote {sum(links.values())} link(s) in {len(links)} file(s)"
     text += "".join(f"\n  {r['path']} ({r['links']})" for r in rewritten)
     return ToolResult({"src": s, "dst": d, "rewritten": rewritten, "warning": warning},
                       text + (f"\n{warning}" if warning else ""))
@@ -146,13 +136,13 @@ def delete(vault: Vault, path: str, stamp: str | None = None) -> ToolResult:
     current = vault.store.stamp(norm)
     if stamp is not None and stamp != current:
         raise StampChanged(norm, stamp, current)
-    scan = VaultScan(vault)
-    after = _resolver_without(scan, norm)
+    view = vault.view()
+    after = view.after({}, removed=[norm])
     dangling = [{"source": src, "line": link.line, "target": link.target,
                  "predicate": link.predicate, "now_resolves_to": after.resolve(link.target, src)}
-                for src, link in scan.inbound(norm)]
+                for src, link in view.inbound(norm)]
     vault.store.delete(norm)
-    warning = refresh(vault, [norm])
+    warning = vault.try_refresh([norm])
     broken = [x for x in dangling if x["now_resolves_to"] is None]
     text = f"Deleted {norm}; {len(broken)} link(s) now dangling"
     text += "".join(f"\n  {x['source']}:{x['line']} [[{x['target']}]]" for x in broken)
@@ -187,7 +177,7 @@ def upload(vault: Vault, local_path: str, dest: str | None = None) -> ToolResult
         raise InvalidArgument(f"{local_path!r} is {size} bytes; the limit is "
                               f"{vault.store.max_read_bytes}.")
     stamp = vault.store.create(norm, source.read_bytes())
-    warning = refresh(vault, [norm]) if is_note(vault, norm) else None
+    warning = vault.try_refresh([norm]) if is_note(vault, norm) else None
     return ToolResult({"local_path": str(source), "path": norm, "stamp": stamp, "bytes": size,
                        "warning": warning}, f"Uploaded {source} -> {norm} ({size} bytes)")
 
@@ -215,66 +205,6 @@ def download(vault: Vault, path: str, local_path: str, overwrite: bool = False) 
     _write_local(target, data)
     return ToolResult({"path": vault.store.normalize(path), "local_path": str(target),
                        "bytes": len(data)}, f"Downloaded {path} -> {target} ({len(data)} bytes)")
-
-
-# -- move planning ------------------------------------------------------------------------
-def _retarget_plan(vault: Vault, scan: VaultScan, s: str, d: str) -> list[_Edit]:
-    """Edits for every note whose links would change meaning when `s` becomes `d`."""
-    def moved(p: str) -> str:
-        return d if p == s else p
-
-    after = LinkResolver([moved(p) for p in scan.files],
-                         {moved(p): note_aliases(m.frontmatter) for p, m in scan.notes.items()})
-
-    def new_target(link: Any, source: str) -> str | None:
-        was = scan.resolver.resolve(link.target, source)
-        if was is None:
-            return None  # dangling before: leave it as written
-        if was == s:
-            return d  # every link to the moved file gets its new full path
-        # a link to another file is rewritten only if the move changes what it names
-        return None if after.resolve(link.target, moved(source)) == was else was
-
-    edits = []
-    for path, meta in scan.notes.items():
-        if not any(new_target(link, path) for link in meta.links):
-            continue
-        old = vault.store.read_bytes(path)
-        _fm, head, body, _err = split_raw(decode_text(old, path), path)
-        count = [0]
-
-        def mapping(link: Link, path: str = path, count: list[int] = count) -> str | None:
-            target = new_target(link, path)
-            count[0] += target is not None
-            return target
-
-        new_body = rewrite_targets(body, mapping)
-        if new_body != body:
-            edits.append(_Edit(path, old, head + new_body, count[0]))
-    return edits
-
-
-def _apply_move(vault: Vault, edits: list[_Edit], s: str, d: str) -> None:
-    """Check every stamp, write every edit, move; on failure restore what was written."""
-    for e in edits:
-        actual = vault.store.stamp(e.path)
-        if actual != stamp_of(e.old):
-            raise StampChanged(e.path, stamp_of(e.old), actual)
-    written: list[_Edit] = []
-    try:
-        for e in edits:
-            vault.store.write_if_unchanged(e.path, e.new, stamp_of(e.old))
-            written.append(e)
-        vault.store.move(s, d)
-    except BaseException:
-        for e in reversed(written):  # rollback: the old bytes, exactly
-            vault.store.write_bytes(e.path, e.old)
-        raise
-
-
-def _resolver_without(scan: VaultScan, gone: str) -> LinkResolver:
-    return LinkResolver([p for p in scan.files if p != gone],
-                        {p: note_aliases(m.frontmatter) for p, m in scan.notes.items() if p != gone})
 
 
 # -- local files --------------------------------------------------------------------------

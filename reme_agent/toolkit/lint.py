@@ -1,6 +1,6 @@
 """Lint tools: lint_dangling, lint_orphans, lint_collisions, lint_schema (L4). None rewrites.
 
-All four read the files as they are now (`VaultScan`), not the possibly stale index.
+All four read the files as they are now (`vault.view()`), not the possibly stale index.
 
 Definitions:
 - dangling: a link whose target resolves to no file (DESIGN §4 resolution order).
@@ -19,10 +19,11 @@ from collections import defaultdict
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from reme_agent.engine.indexer import note_aliases
+from reme_agent.engine.names import note_aliases
+from reme_agent.engine.view import VaultView
 from reme_agent.schema.frontmatter import NOTE_SUFFIXES, validate_schema
 from reme_agent.schema.layout import KNOWLEDGE
-from reme_agent.toolkit.common import VaultScan, in_folder, norm_folder
+from reme_agent.toolkit.common import in_folder, norm_folder
 from reme_agent.toolkit.results import ToolResult, tool
 
 if TYPE_CHECKING:
@@ -37,17 +38,17 @@ def lint_dangling(vault: Vault, folder: str = "") -> ToolResult:
         folder: Only check notes under this folder, e.g. "knowledge"; "" for the whole vault.
     """
     base = norm_folder(vault, folder)
-    scan = VaultScan(vault)
-    names = {PurePosixPath(p).stem.casefold(): p for p in scan.files}
+    view = vault.view()
+    names = {PurePosixPath(p).stem.casefold(): p for p in view.files}
     items = []
-    for src, meta in sorted(scan.notes.items()):
+    for src, meta in sorted(view.notes.items()):
         if not in_folder(src, base):
             continue
         for link in meta.links:
-            if scan.resolve(link, src) is None:
+            if view.resolve(link, src) is None:
                 items.append({"source": src, "line": link.line, "target": link.target,
                               "predicate": link.predicate,
-                              "ambiguous": scan.resolver.ambiguous(link.target),
+                              "ambiguous": view.resolver.ambiguous(link.target),
                               "suggestions": _suggest(link.target, names)})
     lines = [f"{i['source']}:{i['line']} [[{i['target']}]]" + _why(i) for i in items]
     return _report("dangling links", items, lines)
@@ -61,16 +62,16 @@ def lint_orphans(vault: Vault, folder: str = KNOWLEDGE) -> ToolResult:
         folder: Which notes to check; default "knowledge".
     """
     base = norm_folder(vault, folder)
-    scan = VaultScan(vault)
+    view = vault.view()
     linked_to: set[str] = set()
     links_out: set[str] = set()
-    for src, meta in scan.notes.items():
+    for src, meta in view.notes.items():
         for link in meta.links:
-            hit = scan.resolve(link, src)
+            hit = view.resolve(link, src)
             if hit is not None and hit != src:
                 linked_to.add(hit)
                 links_out.add(src)
-    items = [{"path": p, "title": m.title} for p, m in sorted(scan.notes.items())
+    items = [{"path": p, "title": m.title} for p, m in sorted(view.notes.items())
              if in_folder(p, base) and p.lower().endswith(NOTE_SUFFIXES)
              and p not in linked_to and p not in links_out]
     lines = [f"{i['path']} — {i['title']}" for i in items]
@@ -85,23 +86,23 @@ def lint_collisions(vault: Vault, folder: str = "") -> ToolResult:
         folder: Only report collisions involving a file under this folder; "" for all.
     """
     base = norm_folder(vault, folder)
-    scan = VaultScan(vault)
+    view = vault.view()
     by_name: dict[str, set[str]] = defaultdict(set)
     shown: dict[str, str] = {}
-    for path in scan.files:
+    for path in view.files:
         name = PurePosixPath(path).name
         name = name[:-3] if name.lower().endswith(".md") else name
         by_name[name.casefold()].add(path)
         shown.setdefault(name.casefold(), name)
-    for path, meta in scan.notes.items():
+    for path, meta in view.notes.items():
         for alias in note_aliases(meta.frontmatter):
             by_name[alias.casefold()].add(path)
             shown.setdefault(alias.casefold(), alias)
     items = []
     for key, paths in sorted(by_name.items()):
-        cands = scan.resolver.ambiguous(shown[key])
+        cands = view.resolver.ambiguous(shown[key])
         if len(paths) > 1 and len(cands) > 1 and any(in_folder(p, base) for p in cands):
-            items.append({"name": shown[key], "paths": cands, "links": _uses(scan, key)})
+            items.append({"name": shown[key], "paths": cands, "links": _uses(view, key)})
     lines = [f"[[{i['name']}]] -> {', '.join(i['paths'])}"
              + (f" ({len(i['links'])} link(s) affected)" if i["links"] else "") for i in items]
     return _report("name collisions", items, lines)
@@ -119,7 +120,7 @@ def lint_schema(vault: Vault, folder: str = "") -> ToolResult:
     base = norm_folder(vault, folder)
     checked = 0
     items = []
-    for path, meta in sorted(VaultScan(vault).notes.items()):
+    for path, meta in sorted(vault.view().notes.items()):
         if not in_folder(path, base) or not path.lower().endswith(NOTE_SUFFIXES):
             continue
         checked += 1
@@ -151,9 +152,9 @@ def _why(item: dict[str, Any]) -> str:
     return ""
 
 
-def _uses(scan: VaultScan, key: str) -> list[dict[str, Any]]:
+def _uses(view: VaultView, key: str) -> list[dict[str, Any]]:
     """Links spelled as this short name that are unresolved because of the collision."""
     return [{"source": src, "line": link.line, "target": link.target}
-            for src, meta in sorted(scan.notes.items()) for link in meta.links
+            for src, meta in sorted(view.notes.items()) for link in meta.links
             if link.target.strip().casefold().removesuffix(".md") == key
-            and scan.resolve(link, src) is None]
+            and view.resolve(link, src) is None]

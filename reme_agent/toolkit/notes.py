@@ -14,7 +14,8 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from reme_agent.engine.links import missing_edges
-from reme_agent.engine.parser import dump_note, split_frontmatter
+from reme_agent.engine.parser import dump_note, split_frontmatter, split_note
+from reme_agent.engine.view import note_meta
 from reme_agent.errors import (
     ConservationViolation,
     InvalidArgument,
@@ -23,14 +24,9 @@ from reme_agent.errors import (
 )
 from reme_agent.schema.frontmatter import status_move_error, type_errors
 from reme_agent.toolkit.common import (
-    VaultScan,
-    index_rows,
     is_note,
     norm_folder,
-    read_meta,
-    refresh,
     short,
-    split_raw,
 )
 from reme_agent.toolkit.policy import check_change, check_link_safe_name
 from reme_agent.toolkit.results import ToolResult, tool
@@ -38,7 +34,6 @@ from reme_agent.toolkit.results import ToolResult, tool
 if TYPE_CHECKING:
     from reme_agent.vault import Vault
 
-_CAS_TRIES = 3
 READ_MAX_CHARS = 200_000
 """Most text one `read` returns (~50k tokens): a huge note comes a page at a time."""
 
@@ -62,9 +57,9 @@ def list_notes(vault: Vault, folder: str = "", recursive: bool = True, glob: str
     _check_limit(limit, 10_000)
     base = norm_folder(vault, folder)
     paths = vault.store.list(base, recursive=recursive, pattern=glob or None)
-    rows = index_rows(vault)
+    rows = vault.index_rows()
     if where:
-        metas = {p: read_meta(vault, p, rows.get(p)) for p in paths if is_note(vault, p)}
+        metas = {p: note_meta(vault.store, p, rows.get(p)) for p in paths if is_note(vault, p)}
         paths = [p for p in paths if p in metas and matches(metas[p].frontmatter, where)]
     items = [_entry(vault, p, rows) for p in paths[:limit]]
     data = {"folder": base, "count": len(paths), "truncated": len(paths) > limit, "files": items}
@@ -118,16 +113,16 @@ def stat_note(vault: Vault, path: str) -> ToolResult:
         path: Vault-relative path, e.g. "knowledge/bm25/bm25.md".
     """
     st = vault.store.stat(path)
-    scan = VaultScan(vault)
-    meta = scan.notes.get(st.path)
+    view = vault.view()
+    meta = view.notes.get(st.path)
     out = meta.links if meta else []
-    resolved = [scan.resolve(link, st.path) for link in out]
+    resolved = [view.resolve(link, st.path) for link in out]
     data = {"path": st.path, "size": st.size,
             "mtime": _dt.datetime.fromtimestamp(st.mtime).astimezone().isoformat(),
             "stamp": st.stamp, "frontmatter": meta.frontmatter if meta else {},
             "title": meta.title if meta else st.path.rsplit("/", 1)[-1],
             "links_out": len(out), "links_out_dangling": sum(r is None for r in resolved),
-            "links_in": len(scan.inbound(st.path)), "parse_error": meta.error if meta else None}
+            "links_in": len(view.inbound(st.path)), "parse_error": meta.error if meta else None}
     text = "\n".join(f"{k}: {v}" for k, v in data.items() if k != "frontmatter")
     fm = "\n".join(f"  {k}: {v}" for k, v in data["frontmatter"].items())
     return ToolResult(data, text + ("\nfrontmatter:\n" + fm if fm else "\nfrontmatter: (none)"))
@@ -143,9 +138,10 @@ def property_read(vault: Vault, path: str, keys: list[str] | None = None) -> Too
     """
     text, stamp = vault.store.read_stamped(path)
     norm = vault.store.normalize(path)
-    fm, _, _, error = split_raw(text, norm)
-    if error:
-        raise InvalidArgument(error)
+    parts = split_note(text, norm)
+    if parts.error:
+        raise InvalidArgument(str(parts.error))
+    fm = parts.frontmatter
     props = fm if keys is None else {k: fm[k] for k in keys if k in fm}
     missing = [] if keys is None else [k for k in keys if k not in fm]
     data = {"path": norm, "stamp": stamp, "properties": props, "missing": missing}
@@ -193,11 +189,7 @@ def write_note(vault: Vault, path: str, body: str | None = None,
         new_stamp = vault.store.create(norm, new_text)
     else:
         new_stamp = vault.store.write_if_unchanged(norm, new_text, current[1])
-    warning = refresh(vault, [norm])
-    verb = "Replaced" if current else "Created"
-    data = {"path": norm, "stamp": new_stamp, "created": current is None,
-            "bytes": len(new_text.encode("utf-8")), "warning": warning}
-    return ToolResult(data, f"{verb} {norm} (stamp {new_stamp})" + (f"; {warning}" if warning else ""))
+    return written(vault, norm, new_stamp, new_text, created=current is None)
 
 
 @tool
@@ -231,32 +223,48 @@ def property_delete(vault: Vault, path: str, keys: list[str], stamp: str | None 
 
 
 # -- helpers ------------------------------------------------------------------------------
+def check_write(vault: Vault, path: str, old_text: str | None, new_text: str) -> None:
+    """What every note write passes before it lands: the path policy, a name links can
+    reach (a new note), valid frontmatter, a legal status move and E-1 (see `write`)."""
+    check_change(vault, path, "write", exists=old_text is not None, want="note")
+    if old_text is None:
+        check_link_safe_name(path, "write")
+    _check_text(vault, path, old_text, new_text)
+
+
+def written(vault: Vault, path: str, stamp: str, text: str, *, created: bool) -> ToolResult:
+    """The answer of a note write (re-indexed so `search` sees it at once)."""
+    warning = vault.try_refresh([path])
+    verb = "Created" if created else "Replaced"
+    data = {"path": path, "stamp": stamp, "created": created,
+            "bytes": len(text.encode("utf-8")), "warning": warning}
+    return ToolResult(data, f"{verb} {path} (stamp {stamp})" + (f"; {warning}" if warning else ""))
+
+
 def edit_properties(vault: Vault, path: str, set_: Mapping[str, Any] | None = None,
                     remove: list[str] | tuple[str, ...] = (), stamp: str | None = None) -> ToolResult:
-    """Frontmatter edit under CAS, retried when another writer got in between (no caller stamp)."""
+    """Frontmatter edit under CAS (`FileStore.cas_edit`): redone when another writer got in
+    between, unless the caller passed its own `stamp`."""
     norm = vault.store.normalize(path)
-    for _ in range(_CAS_TRIES):
-        text, current = vault.store.read_stamped(norm)
+    planned: dict[str, Any] = {}
+
+    def edit(text: str) -> str | None:
         check_change(vault, norm, "write", exists=True, want="note")
-        if stamp is not None and stamp != current:
-            raise StampChanged(norm, stamp, current)
-        fm, _head, body, error = split_raw(text, norm)
-        if error:
-            raise InvalidArgument(f"Cannot edit properties of {norm!r}: {error}",
+        parts = split_note(text, norm)
+        if parts.error:
+            raise InvalidArgument(f"Cannot edit properties of {norm!r}: {parts.error}",
                                   "Fix the frontmatter with `write` (text=...) first.")
+        fm = parts.frontmatter
         new_fm = {k: v for k, v in fm.items() if k not in remove} | dict(set_ or {})
-        missing = [k for k in remove if k not in fm]
         _check_frontmatter(norm, fm, new_fm)
-        if new_fm == fm:
-            return _props_result(norm, current, False, new_fm, missing, None)
-        try:
-            new_stamp = vault.store.write_if_unchanged(norm, dump_note(new_fm, "") + body, current)
-        except StampChanged:
-            if stamp is not None:
-                raise
-            continue  # someone else wrote in between: redo on the new text
-        return _props_result(norm, new_stamp, True, new_fm, missing, refresh(vault, [norm]))
-    raise StampChanged(norm, current, vault.store.stamp(norm))
+        planned.update(fm=new_fm, missing=[k for k in remove if k not in fm])
+        return None if new_fm == fm else dump_note(new_fm, "") + parts.body
+
+    done = vault.store.cas_edit(norm, edit, stamp=stamp)
+    warning = vault.try_refresh([norm]) if done.status == "written" else None
+    assert done.stamp is not None
+    return _props_result(norm, done.stamp, done.status == "written", planned["fm"],
+                         planned["missing"], warning)
 
 
 def _props_result(path: str, stamp: str, changed: bool, fm: dict[str, Any], missing: list[str],
@@ -302,7 +310,7 @@ def _eq(a: Any, b: Any) -> bool:
 def _entry(vault: Vault, path: str, rows: Mapping[str, Any]) -> dict[str, Any]:
     if not is_note(vault, path):
         return {"path": path}
-    meta = read_meta(vault, path, rows.get(path))
+    meta = note_meta(vault.store, path, rows.get(path))
     desc = meta.frontmatter.get("description")
     return {"path": path, "title": meta.title,
             "description": desc if isinstance(desc, str) else None}
@@ -368,19 +376,21 @@ def _compose(path: str, current: tuple[str, str] | None, body: str | None,
              frontmatter: dict[str, Any] | None) -> str:
     """New file text; omitted parts come from the current file, kept byte for byte."""
     if current is None:
-        text = dump_note(frontmatter or {}, _ends_nl(body or ""))
+        text = dump_note(frontmatter or {}, ends_nl(body or ""))
         return text
-    fm, head, old_body, error = split_raw(current[0], path)
-    if error and frontmatter is None:
-        raise InvalidArgument(f"{path!r} has malformed frontmatter ({error}).",
+    parts = split_note(current[0], path)
+    head, old_body = parts.head, parts.body
+    if parts.error and frontmatter is None:
+        raise InvalidArgument(f"{path!r} has malformed frontmatter ({parts.error}).",
                               "Pass `frontmatter` (or the full `text`) to replace it.")
-    new_body = old_body if body is None else _ends_nl(body)
+    new_body = old_body if body is None else ends_nl(body)
     if frontmatter is None:
         return head + new_body
     return dump_note(frontmatter, new_body)
 
 
-def _ends_nl(text: str) -> str:
+def ends_nl(text: str) -> str:
+    """`text` ending in a newline (unless empty)."""
     return text if not text or text.endswith("\n") else text + "\n"
 
 
@@ -393,10 +403,10 @@ def _check_text(vault: Vault, path: str, old_text: str | None, new_text: str) ->
     _check_frontmatter(path, old_fm, new_fm)
     if old_text is None or "[[" not in old_text:
         return
-    scan = VaultScan(vault)
+    view = vault.view()
     old_body = split_frontmatter(old_text, path)[1]
     new_body = split_frontmatter(new_text, path)[1]
-    lost = missing_edges(old_body, new_body, lambda t: scan.resolver.resolve(t, path))
+    lost = missing_edges(old_body, new_body, lambda t: view.resolver.resolve(t, path))
     if lost:
         raise ConservationViolation(path, lost)
 

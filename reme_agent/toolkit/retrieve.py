@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Literal
 
 from reme_agent.errors import InvalidArgument, NoteNotFound
-from reme_agent.toolkit.common import index_rows
 from reme_agent.toolkit.results import ToolResult, tool
 
 if TYPE_CHECKING:
@@ -108,7 +107,7 @@ def _archived_filter(vault: Vault) -> Any:
     frontmatter already says `status: archived` (the maintainer writes both; a person may
     archive by hand before the next maintain run)."""
     archived = set(vault.signals.archived() or ())
-    archived |= {p for p, r in index_rows(vault).items() if r.frontmatter.get("status") == "archived"}
+    archived |= {p for p, r in vault.index_rows().items() if r.frontmatter.get("status") == "archived"}
     return lambda node: node in archived
 
 

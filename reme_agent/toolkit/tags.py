@@ -11,7 +11,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from reme_agent.errors import InvalidArgument
-from reme_agent.toolkit.common import VaultScan, in_folder, norm_folder
+from reme_agent.toolkit.common import in_folder, norm_folder
 from reme_agent.toolkit.results import ToolResult, tool
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def tags_list(vault: Vault, folder: str = "", limit: int = 200) -> ToolResult:
     base = norm_folder(vault, folder)
     counts: Counter[str] = Counter()
     shown: dict[str, str] = {}
-    for path, meta in VaultScan(vault).notes.items():
+    for path, meta in vault.view().notes.items():
         if in_folder(path, base):
             for tag in tags_of(meta.frontmatter):
                 counts[tag.casefold()] += 1
@@ -62,7 +62,7 @@ def tags_stat(vault: Vault, tag: str, folder: str = "") -> ToolResult:
         raise InvalidArgument("`tag` is empty.", 'Pass a tag such as "search"; see tags_list.')
     base = norm_folder(vault, folder)
     hits = []
-    for path, meta in sorted(VaultScan(vault).notes.items()):
+    for path, meta in sorted(vault.view().notes.items()):
         tags = [t for t in tags_of(meta.frontmatter)
                 if t.casefold() == want or t.casefold().startswith(want + "/")]
         if tags and in_folder(path, base):

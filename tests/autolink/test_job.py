@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from reme_agent.autolink.job import JobJudge, parse_answers
-from reme_agent.autolink.runner import AutoLinker
 from reme_agent.config import AutoLinkSettings
 from reme_agent.errors import ModelNotConfigured
+from reme_agent.jobs.autolink_job import JobJudge, parse_answers
 from reme_agent.jobs.base import load_prompt
+from reme_agent.maintenance.autolink.runner import AutoLinker
 from reme_agent.testing import ScriptedChatModel, TextBlock, tool_call
 from tests.autolink.conftest import body_of, kpath, links_of, node
 
@@ -73,8 +73,8 @@ def test_no_model_configured_fails_before_anything_is_read(make_vault) -> None:
 
 
 def test_the_prompt_loads_in_both_languages_and_forbids_write_tools() -> None:
-    from reme_agent.autolink.job import PLACEHOLDERS
     from reme_agent.errors import ConfigError
+    from reme_agent.jobs.autolink_job import PLACEHOLDERS
     from reme_agent.jobs.guard import WRITE_TOOLS
 
     for lang in ("en", "zh"):

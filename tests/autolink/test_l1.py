@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from reme_agent.autolink import l1
-from reme_agent.autolink.common import AdditiveCheckFailed
-from reme_agent.autolink.judge import ScriptedJudge
-from reme_agent.autolink.l1 import AddedLink, check_additive
-from reme_agent.autolink.runner import AutoLinker
 from reme_agent.config import AutoLinkSettings
+from reme_agent.errors import AdditiveCheckFailed
+from reme_agent.maintenance.autolink import l1
+from reme_agent.maintenance.autolink.judge import ScriptedJudge
+from reme_agent.maintenance.autolink.l1 import AddedLink, check_additive
+from reme_agent.maintenance.autolink.runner import AutoLinker
 from tests.autolink.conftest import body_of, daily, files_hash, kpath, links_of, node, read
 
 ROT, KDF, RATE, GW = kpath("jwt-rotation"), kpath("密钥派生"), kpath("rate-limit"), \

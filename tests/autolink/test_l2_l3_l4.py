@@ -6,13 +6,13 @@ import datetime as dt
 
 import pytest
 
-from reme_agent.autolink.judge import ScriptedJudge
-from reme_agent.autolink.l2 import see_also_insertion
-from reme_agent.autolink.l3 import upgrade_predicate
-from reme_agent.autolink.runner import AutoLinker
 from reme_agent.config import AutoLinkSettings
 from reme_agent.engine.links import extract_links
 from reme_agent.errors import ConservationViolation, InvalidArgument, ModelNotConfigured
+from reme_agent.maintenance.autolink.judge import ScriptedJudge
+from reme_agent.maintenance.autolink.l2 import see_also_insertion
+from reme_agent.maintenance.autolink.l3 import upgrade_predicate
+from reme_agent.maintenance.autolink.runner import AutoLinker
 from reme_agent.toolkit.notes import read_note, write_note
 from tests.autolink.conftest import body_of, files_hash, kpath, links_of, node, read
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from reme_agent.autolink.matcher import Matcher, protected_spans
-from reme_agent.autolink.names import NameIndex, fold
+from reme_agent.maintenance.autolink.matcher import Matcher, protected_spans
+from reme_agent.maintenance.autolink.names import NameIndex, fold
 
 JWT = "knowledge/jwt/jwt.md"
 ROT = "knowledge/jwt-rotation/jwt-rotation.md"

@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import threading
 
-from reme_agent.autolink.runner import (
-    QUEUE_KIND,
-    AutoLinker,
-    AutoLinkWorker,
-    parse_levels,
-    register_consumer,
-)
+from reme_agent.jobs.autolink_job import AutoLinkWorker, register_consumer
 from reme_agent.jobs.queue import JobQueue
+from reme_agent.maintenance.autolink.runner import QUEUE_KIND, AutoLinker, parse_levels
 from reme_agent.toolkit.notes import write_note
 from tests.autolink.conftest import body_of, kpath, links_of, node
 

@@ -16,6 +16,7 @@ from reme_agent.engine.parser import (
     parse_note,
     split_blocks,
     split_frontmatter,
+    split_note,
 )
 from reme_agent.errors import ParseError
 
@@ -344,3 +345,24 @@ def test_dump_then_parse_round_trips_any_printable_frontmatter(fm, body):
         assert note.error is None
         assert note.frontmatter == fm
         assert note.body == body.replace("\r\n", "\n")
+
+
+# -- split_note: the one raw split (head + body == text) -----------------------------------
+def test_split_note_keeps_every_byte_of_crlf_and_reports_malformed_yaml() -> None:
+    crlf = "---\r\ntitle: T\r\n---\r\nBody [[x]]\r\n"
+    parts = split_note(crlf, "n.md")
+    assert (parts.head, parts.body) == ("---\r\ntitle: T\r\n---\r\n", "Body [[x]]\r\n")
+    assert parts.frontmatter == {"title": "T"} and parts.body_start == 4 and parts.error is None
+    bad = split_note("---\ntitle: [\n---\nbody\n", "n.md")
+    assert bad.head == "" and bad.body.startswith("---") and bad.frontmatter == {}
+    assert isinstance(bad.error, ParseError) and bad.body_start == 1
+    plain = split_note("just text\n")
+    assert (plain.head, plain.body, plain.body_start) == ("", "just text\n", 1)
+
+
+@given(st.text(alphabet="-.:ab \r\n#[]", max_size=60))
+@settings(max_examples=300, deadline=None)
+def test_split_note_head_plus_body_is_the_text(text: str) -> None:
+    parts = split_note(text)
+    assert parts.head + parts.body == text
+    assert (parts.head == "") == (parts.body_start == 1)

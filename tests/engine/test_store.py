@@ -131,3 +131,101 @@ def test_list_skips_internal_folders(store: FileStore) -> None:
     (store.root / ".git").mkdir()
     (store.root / ".git" / "g.md").write_text("git")
     assert store.list() == ["n.md"]
+
+
+# -- cas_edit: the one CAS loop (DESIGN §5: at most 3 redos) ---------------------------------
+class _Racer:
+    """A writer thread that appends a line to the note each time it is asked to, and waits
+    until it has: a real second writer landing between our read and our write."""
+
+    def __init__(self, store: FileStore, path: str) -> None:
+        self.store, self.path = store, path
+        self.go, self.done = threading.Event(), threading.Event()
+        self.stop = False
+        self.writes = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while True:
+            self.go.wait()
+            self.go.clear()
+            if self.stop:
+                return
+            self.writes += 1
+            self.store.write(self.path, self.store.read_text(self.path) + f"racer {self.writes}\n")
+            self.done.set()
+
+    def race(self) -> None:
+        self.go.set()
+        assert self.done.wait(5)
+        self.done.clear()
+
+    def close(self) -> None:
+        self.stop = True
+        self.go.set()
+        self.thread.join(5)
+
+
+def test_cas_edit_gives_up_after_three_redos_under_a_racing_writer(store: FileStore) -> None:
+    store.write("n.md", "start\n")
+    racer = _Racer(store, "n.md")
+    planned: list[str] = []
+
+    def edit(text: str) -> str:
+        planned.append(text)
+        racer.race()                        # someone writes between our read and our write
+        return text + "ours\n"
+
+    try:
+        with pytest.raises(StampChanged) as caught:
+            store.cas_edit("n.md", edit)
+    finally:
+        racer.close()
+    assert caught.value.redos == 3 and len(planned) == 4      # first try + 3 redos
+    assert "kept changing" in str(caught.value)
+    assert store.read_text("n.md") == "start\n" + "".join(f"racer {i}\n" for i in range(1, 5))
+
+
+def test_cas_edit_redoes_on_the_new_text_and_both_edits_survive(store: FileStore) -> None:
+    store.write("n.md", "start\n")
+    racer = _Racer(store, "n.md")
+    calls = [0]
+
+    def edit(text: str) -> str:
+        calls[0] += 1
+        if calls[0] == 1:
+            racer.race()
+        return text + "ours\n"
+
+    try:
+        done = store.cas_edit("n.md", edit)
+    finally:
+        racer.close()
+    assert (done.status, done.redos) == ("written", 1)
+    assert store.read_text("n.md") == "start\nracer 1\nours\n"
+    assert done.stamp == store.stamp("n.md")
+
+
+def test_cas_edit_with_the_callers_stamp_never_redoes(store: FileStore) -> None:
+    old = store.write("n.md", "one\n")
+    store.write("n.md", "two\n")
+    seen: list[str] = []
+    with pytest.raises(StampChanged, match="changed since it was read"):
+        store.cas_edit("n.md", lambda t: seen.append(t) or t + "x\n", stamp=old)
+    assert seen == [] and store.read_text("n.md") == "two\n"
+
+
+def test_cas_edit_creates_a_missing_file_and_a_lost_create_becomes_an_update(
+        store: FileStore) -> None:
+    def first(text: str | None) -> str:
+        if text is None and not store.exists("a.md"):
+            store.create("a.md", "theirs\n")     # another writer creates it first
+        return (text or "") + "ours\n"
+
+    done = store.cas_edit("a.md", first, create=True)
+    assert (done.status, done.redos) == ("written", 1)
+    assert store.read_text("a.md") == "theirs\nours\n"
+    assert store.cas_edit("a.md", lambda t: None).status == "unchanged"
+    with pytest.raises(NoteNotFound):
+        store.cas_edit("b.md", lambda t: "x\n")

@@ -15,7 +15,7 @@ from evals.ablations import NO_FACTORS, EvalConfig
 from evals.datasets import Query, VaultSpec, kvault
 from evals.harness import ConfigResult, run_dataset, score_query
 from evals.metrics import answered_empty
-from reme_agent.engine.indexer import note_aliases, note_title
+from reme_agent.engine.names import note_aliases, note_title
 from reme_agent.engine.parser import parse_note, split_frontmatter
 from reme_agent.recall.signals import CommunitiesSignal
 

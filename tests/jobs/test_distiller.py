@@ -369,3 +369,25 @@ def test_the_vaults_own_queue_auto_links_a_new_node_after_the_write(vault) -> No
     assert ("autolink", NEW, "done") in [(i.kind, i.path, i.status) for i in result.enqueued]
     text = vault.store.read_text(NEW)
     assert f"[[{AUTH}|auth service]]" in text  # the mention became a link, text kept
+
+
+def test_e1_is_checked_once_by_the_tool_and_the_guard_scans_no_vault(vault, queue,
+                                                                      monkeypatch) -> None:
+    """The guard leaves E-1 to the tool (one whole-vault view per write that has links)
+    and counts its strikes; recording a write that links nothing new costs no view."""
+    views: list[int] = []
+    real = vault.view
+    monkeypatch.setattr(vault, "view", lambda: views.append(1) or real())
+    owner = f"owner:: [[{ZHANG}]]\n"
+    result, model = distill(vault, [
+        [tool_call("c1", "daily_read", path=DAILY_JWT)],
+        [tool_call("c2", "read", path=JWT)],
+        edit(owner, ""),                                  # refused by the tool's E-1
+        edit("90 days.", "90 days; see the runbook."),    # kept: no new link spelled
+        [TextBlock(text="done")],
+    ], queue, flip_status=False)
+    assert "drops existing links" in answers(model)[2]
+    assert "see the runbook" in text_of(vault, JWT) and result.refused == []
+    # one per write, both the tool's (was four: the guard's E-1 pre-check and its record),
+    # and the distiller's closing lint_schema
+    assert len(views) == 3, views

@@ -9,7 +9,8 @@ from reme_agent.config import Settings
 from reme_agent.engine.parser import split_frontmatter
 from reme_agent.errors import WriteConflict
 from reme_agent.jobs.maintainer_job import ModelMergeJudge
-from reme_agent.maintenance.merge import apply_merge, similar_pairs
+from reme_agent.maintenance.merge import apply_merge
+from reme_agent.maintenance.similarity import similar_pairs
 from reme_agent.testing import ScriptedChatModel, TextBlock, tool_call
 from tests.maintenance.conftest import (
     NOW,

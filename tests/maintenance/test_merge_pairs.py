@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reme_agent.maintenance.merge import _PACK, similar_pairs
+from reme_agent.maintenance.similarity import _PACK, similar_pairs
 
 THRESHOLD = 0.9
 NEIGHBORS = 3

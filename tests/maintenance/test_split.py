@@ -82,9 +82,7 @@ def planner(vault, *plans: dict) -> tuple[ModelSplitPlanner, ScriptedChatModel]:
 
 
 def edges(vault, path: str, text: str | None = None) -> set[tuple[str, str | None]]:
-    from reme_agent.maintenance.transaction import VaultView
-
-    view = VaultView.load(vault)
+    view = vault.view()
     body = split_frontmatter(text if text is not None else vault.store.read_text(path))[1]
     return {(view.resolver.resolve(link.target, path) or link.target, link.predicate)
             for link in extract_links(body)}

@@ -93,6 +93,7 @@ def test_failed_flush_keeps_hits_and_never_raises(store: FileStore, tmp_path: Pa
         raise OSError("disk full")
 
     monkeypatch.setattr(store, "write_if_unchanged", boom)
+    monkeypatch.setattr(store, "create", boom)    # the first flush creates the file (O_EXCL)
     assert log.flush() == 0
     assert log.pending() == 1
     log.record(["b.md"])

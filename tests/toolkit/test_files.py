@@ -79,18 +79,20 @@ def test_move_rolls_back_when_a_later_write_fails(vault, monkeypatch) -> None:
     monkeypatch.setattr(vault.store, "write_if_unchanged", flaky)
     with pytest.raises(OSError):
         move(vault, VEC, VEC_NEW)
-    assert vault_hash(vault) == before and len(calls) == 2
+    assert vault_hash(vault) == before
+    # the second write failed, nothing after it ran, and the first was undone (a CAS write)
+    assert len(calls) == 3 and calls[2] == calls[0]
 
 
 def test_move_checks_every_stamp_before_writing(vault, monkeypatch) -> None:
-    real_plan = files._retarget_plan
+    real_plan = files.plan_move
 
-    def plan_then_someone_edits(*args):
-        edits = real_plan(*args)
+    def plan_then_someone_edits(*args, **kwargs):
+        edits = real_plan(*args, **kwargs)
         vault.store.write(ZHANG, read(vault, ZHANG) + "\nedited meanwhile\n")
         return edits
 
-    monkeypatch.setattr(files, "_retarget_plan", plan_then_someone_edits)
+    monkeypatch.setattr(files, "plan_move", plan_then_someone_edits)
     with pytest.raises(StampChanged):
         move(vault, VEC, VEC_NEW)
     monkeypatch.undo()

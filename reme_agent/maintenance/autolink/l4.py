@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from reme_agent.autolink.common import append_report
-from reme_agent.autolink.l2 import node_vectors, similar_pairs
-from reme_agent.autolink.names import NameIndex
 from reme_agent.config import AutoLinkSettings
+from reme_agent.maintenance.autolink.common import append_report
+from reme_agent.maintenance.autolink.l2 import node_vectors
+from reme_agent.maintenance.autolink.names import NameIndex
+from reme_agent.maintenance.similarity import similar_paths
 
 if TYPE_CHECKING:
     from reme_agent.vault import Vault
@@ -30,7 +31,7 @@ def run_l4(vault: Vault, index: NameIndex, settings: AutoLinkSettings, *,
            dry_run: bool = False) -> dict[str, Any]:
     """Find duplicate candidates and append them to `audit/<date>/auto_link_l4.md`."""
     pairs = [{"a": a, "b": b, "similarity": sim}
-             for a, b, sim in similar_pairs(node_vectors(vault, index), settings.l4_similarity)]
+             for a, b, sim in similar_paths(node_vectors(vault, index), settings.l4_similarity)]
     pairs = pairs[:settings.l4_max_pairs]
     shared = [{"name": name, "paths": paths} for name, paths in sorted(index.ambiguous().items())]
     report = None

@@ -28,24 +28,21 @@ from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from reme_agent.autolink.common import (
-    AdditiveCheckFailed,
+from reme_agent.engine.links import Link, LinkResolver, extract_links, line_kinds
+from reme_agent.engine.parser import split_note
+from reme_agent.errors import AdditiveCheckFailed, NoteNotFound, NotText
+from reme_agent.maintenance.autolink.common import (
     Insertion,
     audit_refusal,
-    cas_edit,
+    cas_outcome,
     check_insertions,
     line_of,
     paragraph_at,
     source_refusal,
-    split_head,
 )
-from reme_agent.autolink.judge import Judge, MentionQuestion
-from reme_agent.autolink.matcher import Matcher, Mention
-from reme_agent.autolink.names import NameIndex
-from reme_agent.engine.links import Link, LinkResolver, extract_links, line_kinds
-from reme_agent.errors import NoteNotFound, NotText
-from reme_agent.schema.layout import KNOWLEDGE, layer_of
-from reme_agent.toolkit.common import split_raw
+from reme_agent.maintenance.autolink.judge import Judge, MentionQuestion
+from reme_agent.maintenance.autolink.matcher import Matcher, Mention
+from reme_agent.maintenance.autolink.names import NameIndex
 
 if TYPE_CHECKING:
     from reme_agent.vault import Vault
@@ -53,7 +50,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("reme_agent.autolink")
 
 __all__ = ["AddedLink", "AmbiguousMention", "L1Context", "L1Plan", "NoteResult", "apply_links", "check_additive",
-           "link_note", "plan_links", "split_body"]
+           "link_note", "plan_links"]
 
 Status = Literal["linked", "would_link", "unchanged", "skipped", "refused", "conflict"]
 
@@ -118,16 +115,13 @@ class L1Context:
     first_mention_only: bool = True
     judge: Judge | None = None
     max_redos: int = 3
-    broken: Mapping[str, str] = field(default_factory=dict)  # path -> frontmatter error
     _answers: dict[tuple[str, str, str], str | None] = field(default_factory=dict)
     _judge_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
     def build(cls, index: NameIndex, resolver: LinkResolver, *, first_mention_only: bool = True,
-              judge: Judge | None = None, max_redos: int = 3,
-              broken: Mapping[str, str] | None = None) -> L1Context:
-        return cls(index, Matcher(index), resolver, first_mention_only, judge, max_redos,
-                   dict(broken or {}))
+              judge: Judge | None = None, max_redos: int = 3) -> L1Context:
+        return cls(index, Matcher(index), resolver, first_mention_only, judge, max_redos)
 
 
 # -- planning (pure) --------------------------------------------------------------------------
@@ -242,11 +236,6 @@ def check_additive(path: str, old_body: str, new_body: str, links: list[AddedLin
 
 
 # -- writing (CAS) ----------------------------------------------------------------------------
-def split_body(text: str, path: str) -> tuple[dict[str, Any], str, str, str | None]:
-    """(frontmatter, head, body, error) with head + body == text byte for byte."""
-    return split_raw(text, path)
-
-
 class _NotEligible(Exception):
     """Internal: the note is not one auto-link may write (the reason is the message)."""
 
@@ -258,14 +247,10 @@ def link_note(vault: Vault, path: str, ctx: L1Context, *, dry_run: bool = False,
     last: list[NoteResult] = []
 
     def edit(text: str) -> str | None:
-        if layer_of(norm) == KNOWLEDGE and norm.lower().endswith(".md"):
-            # Knowledge notes: no frontmatter value matters, so the YAML is not parsed again;
-            # the run's scan already knows whether it is malformed.
-            head, body = split_head(text)
-            why = f"malformed frontmatter ({ctx.broken[norm]})" if norm in ctx.broken else None
-        else:
-            fm, head, body, error = split_body(text, norm)
-            why = f"malformed frontmatter ({error})" if error else source_refusal(norm, fm)
+        parts = split_note(text, norm)
+        head, body = parts.head, parts.body
+        why = (f"malformed frontmatter ({parts.error})" if parts.error
+               else source_refusal(norm, parts.frontmatter))
         if why:
             raise _NotEligible(why)
         plan = plan_links(ctx, norm, body, only_targets)
@@ -277,7 +262,7 @@ def link_note(vault: Vault, path: str, ctx: L1Context, *, dry_run: bool = False,
         return head + new_body
 
     try:
-        outcome = cas_edit(vault, norm, edit, max_redos=ctx.max_redos, dry_run=dry_run)
+        outcome = cas_outcome(vault, norm, edit, max_redos=ctx.max_redos, dry_run=dry_run)
     except (NoteNotFound, NotText, _NotEligible) as exc:
         return NoteResult(norm, "skipped", reason=str(exc))
     except AdditiveCheckFailed as exc:
@@ -294,7 +279,7 @@ def link_note(vault: Vault, path: str, ctx: L1Context, *, dry_run: bool = False,
     elif outcome.status == "written":
         result.status = "linked"
         if refresh:
-            _refresh(vault, [norm])
+            vault.try_refresh([norm])
     return result
 
 
@@ -308,11 +293,4 @@ def _result(path: str, body: str, head: str, plan: L1Plan) -> NoteResult:
                                   ("declined by the model", plan.declined))
            for a in group]
     return NoteResult(path, "unchanged", links, amb)
-
-
-def _refresh(vault: Vault, paths: list[str]) -> None:
-    try:
-        vault.refresh(paths)
-    except Exception as exc:  # the file write succeeded; a stale index is repaired by `index`
-        log.warning("re-indexing %s failed: %s", paths, exc)
 

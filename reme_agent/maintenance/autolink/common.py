@@ -10,8 +10,7 @@ Decisions where DESIGN is silent:
   Active daily notes, notes without a status under daily/, resource/, meta/ and audit/ are
   never written.
 - Audit notes keep the names the seed gives them (`audit/<date>/auto_link.md`,
-  `auto_link_l4.md`); `schema.audit.append_audit` accepts only kebab-case names, so the
-  append is done here, with the same CAS retry.
+  `auto_link_l4.md`); `schema.audit.append_audit` accepts these snake_case names too.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from reme_agent.engine.links import Edge, Link, edges_of, missing_edges
-from reme_agent.errors import StampChanged, WriteConflict
+from reme_agent.errors import AdditiveCheckFailed, StampChanged
 from reme_agent.schema.layout import DAILY, KNOWLEDGE, layer_of, parse_daily_path
 
 if TYPE_CHECKING:
@@ -33,16 +32,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("reme_agent.autolink")
 
 CLOSED_DAILY = ("distilled", "archived")
-
-
-class AdditiveCheckFailed(WriteConflict):
-    """An auto-link edit changed more than the link markup it meant to add; nothing written."""
-
-    def __init__(self, path: str, detail: str) -> None:
-        super().__init__(f"Refused auto-link write of {path!r}: {detail}; nothing was written.",
-                         "This is a bug in the planned edit; the note is left as it was.")
-        self.path = path
-        self.detail = detail
 
 
 @dataclass(frozen=True)
@@ -103,29 +92,15 @@ class CasOutcome:
     redos: int
 
 
-def cas_edit(vault: Vault, path: str, edit: Callable[[str], str | None], *,
-             max_redos: int = 3, dry_run: bool = False) -> CasOutcome:
-    """DESIGN §5 CAS: read + stamp, plan with `edit`, write only if the stamp still holds.
-
-    `edit(text)` returns the new text or None (nothing to do) and raises to refuse. A changed
-    stamp discards the plan and redoes it on the new text, at most `max_redos` times.
-    """
-    redos = 0
-    while True:
-        text, stamp = vault.store.read_stamped(path)
-        new = edit(text)
-        if new is None or new == text:
-            return CasOutcome("unchanged", redos)
-        if dry_run:
-            return CasOutcome("dry_run", redos)
-        try:
-            vault.store.write_if_unchanged(path, new, stamp)
-        except StampChanged:
-            if redos >= max_redos:
-                return CasOutcome("conflict", redos)
-            redos += 1  # another writer got in between: discard the plan, redo on its text
-            continue
-        return CasOutcome("written", redos)
+def cas_outcome(vault: Vault, path: str, edit: Callable[[str], str | None], *,
+                max_redos: int = 3, dry_run: bool = False) -> CasOutcome:
+    """`FileStore.cas_edit`, with giving up as a "conflict" outcome (auto-link skips the
+    note and audits it rather than failing the run)."""
+    try:
+        done = vault.store.cas_edit(path, edit, max_redos, dry_run=dry_run)
+    except StampChanged as exc:
+        return CasOutcome("conflict", exc.redos)
+    return CasOutcome(done.status, done.redos)
 
 
 def audit_refusal(vault: Vault, job: str, path: str, why: str) -> str | None:
@@ -138,30 +113,6 @@ def audit_refusal(vault: Vault, job: str, path: str, why: str) -> str | None:
     except Exception as exc:  # the refusal stands even if its audit entry cannot be written
         log.warning("could not write the audit entry for %s: %s", path, exc)
         return None
-
-
-def split_head(text: str) -> tuple[str, str]:
-    """(frontmatter block, body) with head + body == text, without parsing the YAML.
-
-    Finds the same boundaries as `parser.split_frontmatter` (``---`` first line, then the
-    next ``---`` or ``...`` line; CRLF kept), for notes whose frontmatter values do not matter.
-    """
-    if not text.startswith("---"):
-        return "", text
-    nl = text.find("\n")
-    if nl < 0 or text[:nl].rstrip("\r").rstrip(" \t") != "---":
-        return "", text
-    pos = nl + 1
-    while pos < len(text):
-        nl = text.find("\n", pos)
-        end = len(text) if nl < 0 else nl
-        if text[pos:end].rstrip("\r").rstrip(" \t") in ("---", "..."):
-            cut = len(text) if nl < 0 else nl + 1
-            return text[:cut], text[cut:]
-        if nl < 0:
-            break
-        pos = nl + 1
-    return "", text
 
 
 def source_refusal(path: str, frontmatter: Mapping[str, Any]) -> str | None:

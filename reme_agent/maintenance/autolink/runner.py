@@ -6,10 +6,10 @@ seed auto_link_design.md §1.4 (triggers: inline post-write, periodic batch, man
 - Batch (`AutoLinker.run`): L1 over every writable note (knowledge + closed daily), then L2,
   L3 and L4 over knowledge nodes, as asked. Re-indexing happens once, after the L1 pass.
 - Manual (`AutoLinker.link_note`): L1 on one note.
-- Inline (`register_consumer` / `AutoLinkWorker`): consumes `autolink` items of the job queue.
-  For an item about a knowledge node it links mentions *in* the node and mentions *of* the node
-  in other notes (a new split child gets its inbound links at once, §1.4). The worker drains
-  on its own thread, so the writer that enqueued never waits.
+- Inline (`AutoLinker.handle`): one `autolink` item of the job queue (the wiring,
+  `register_consumer` / `AutoLinkWorker`, lives in `jobs/autolink_job.py`). For an item about
+  a knowledge node it links mentions *in* the node and mentions *of* the node in other notes
+  (a new split child gets its inbound links at once, §1.4).
 
 L1 and L4 need no model. L2 and L3 need one: asking for them without a judge raises
 ModelNotConfigured before any file is touched.
@@ -18,31 +18,34 @@ ModelNotConfigured before any file is touched.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from reme_agent.autolink.judge import Judge
-from reme_agent.autolink.l1 import L1Context, NoteResult, link_note
-from reme_agent.autolink.names import NameIndex, fold, is_knowledge_node
 from reme_agent.config import AutoLinkSettings
 from reme_agent.errors import InvalidArgument, ModelNotConfigured, ReMeError
+from reme_agent.maintenance.autolink.judge import Judge
+from reme_agent.maintenance.autolink.l1 import L1Context, NoteResult, link_note
+from reme_agent.maintenance.autolink.names import NameIndex, fold, is_knowledge_node
 
 if TYPE_CHECKING:
-    from reme_agent.jobs.queue import JobQueue, QueueItem
-    from reme_agent.toolkit.common import VaultScan
+    from reme_agent.engine.view import VaultView
     from reme_agent.vault import Vault
 
 log = logging.getLogger("reme_agent.autolink")
 
-__all__ = ["LEVELS", "QUEUE_KIND", "AutoLinkReport", "AutoLinker", "AutoLinkWorker",
-           "parse_levels", "register_consumer"]
+__all__ = ["LEVELS", "QUEUE_KIND", "AutoLinkReport", "AutoLinker", "parse_levels"]
 
 LEVELS = ("L1", "L2", "L3", "L4")
 QUEUE_KIND = "autolink"
+
+
+class Item(Protocol):
+    """What `handle` needs of a queue item (the queue itself lives in the job layer)."""
+
+    path: str
 
 
 def parse_levels(levels: str | Iterable[str] | None, default: Iterable[str] = ("L1",)) -> list[str]:
@@ -118,20 +121,17 @@ class AutoLinker:
         self.max_redos = vault.settings.jobs.max_cas_redos if max_redos is None else max_redos
 
     # -- shared state ------------------------------------------------------------------
-    def scan(self) -> VaultScan:
-        from reme_agent.toolkit.common import VaultScan
+    def scan(self) -> VaultView:
+        return self.vault.view()
 
-        return VaultScan(self.vault)
-
-    def context(self, scan: VaultScan | None = None) -> L1Context:
+    def context(self, scan: VaultView | None = None) -> L1Context:
         """Names, matcher and resolver as the vault is now."""
         scan = scan or self.scan()
         index = NameIndex.from_frontmatter({p: m.frontmatter for p, m in scan.notes.items()},
                                            self.settings.min_name_chars)
-        broken = {p: m.error for p, m in scan.notes.items() if m.error}
         return L1Context.build(index, scan.resolver,
                                first_mention_only=self.settings.first_mention_only,
-                               judge=self.judge, max_redos=self.max_redos, broken=broken)
+                               judge=self.judge, max_redos=self.max_redos)
 
     # -- L1 ----------------------------------------------------------------------------
     def link_note(self, path: str, *, dry_run: bool = False,
@@ -208,7 +208,7 @@ class AutoLinker:
             elif res.status in ("refused", "conflict"):
                 refused.append({"path": path, "status": res.status, "reason": res.reason})
         if refresh and not dry_run and changed:
-            _refresh(self.vault, [r["path"] for r in changed])
+            self.vault.try_refresh([r["path"] for r in changed])
         return {"notes_scanned": scanned, "notes_changed": len(changed), "links_added": added,
                 "changed": changed, "ambiguous": ambiguous, "refused": refused,
                 "names": len(list(ctx.index.keys())), "nodes": len(ctx.index)}
@@ -227,7 +227,7 @@ class AutoLinker:
         if "L1" in wanted:
             report.l1 = self.run_l1(paths, dry_run=dry_run, refresh=refresh)
         if {"L2", "L3", "L4"} & set(wanted):
-            from reme_agent.autolink import l2, l3, l4
+            from reme_agent.maintenance.autolink import l2, l3, l4
 
             self.vault.index()  # vectors and graph must reflect the files (and the L1 links)
             scan = self.scan()
@@ -247,7 +247,7 @@ class AutoLinker:
         return report
 
     # -- the queue consumer ------------------------------------------------------------
-    def handle(self, item: QueueItem) -> list[NoteResult]:
+    def handle(self, item: Item) -> list[NoteResult]:
         """Consume one `autolink` queue item: L1 in the note, and of the node in other notes."""
         ctx = self.context()
         path = self.vault.store.normalize(item.path)
@@ -259,62 +259,3 @@ class AutoLinker:
         log.info("auto-link L1 for %s: %s", path,
                  ", ".join(f"{r.path} {r.status}" for r in results) or "nothing to do")
         return results
-
-
-def register_consumer(queue: JobQueue, vault: Vault, judge: Judge | None = None,
-                      settings: AutoLinkSettings | None = None) -> AutoLinker:
-    """Make `queue` hand its `autolink` items to an AutoLinker on `vault`; returns it."""
-    linker = AutoLinker(vault, settings, judge)
-    queue.register(QUEUE_KIND, linker.handle)
-    return linker
-
-
-class AutoLinkWorker:
-    """Drains `autolink` items on a background thread (FIFO), so writers never wait for L1."""
-
-    def __init__(self, queue: JobQueue, linker: AutoLinker, interval: float = 0.5) -> None:
-        self.queue = queue
-        self.linker = linker
-        self.interval = interval
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> AutoLinkWorker:
-        self.queue.register(QUEUE_KIND, self.linker.handle)
-        self._thread = threading.Thread(target=self._loop, name="reme-autolink", daemon=True)
-        self._thread.start()
-        return self
-
-    def notify(self) -> None:
-        """Wake the worker now (e.g. right after enqueueing)."""
-        self._wake.set()
-
-    def stop(self, drain: bool = True) -> None:
-        """Stop the thread; with `drain`, first finish the items already queued."""
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join()
-        if drain:
-            self.queue.drain([QUEUE_KIND])
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            self.queue.drain([QUEUE_KIND])
-            self._wake.wait(self.interval)
-            self._wake.clear()
-
-    def __enter__(self) -> AutoLinkWorker:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
-def _refresh(vault: Vault, paths: list[str]) -> None:
-    try:
-        vault.refresh(paths)
-    except Exception as exc:  # the files are written; `reme-agent index` repairs the index
-        log.warning("re-indexing after auto-link failed: %s", exc)
-

@@ -2,13 +2,36 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 
+from reme_agent.engine.retarget import retarget
+from reme_agent.engine.transaction import Transaction
 from reme_agent.errors import StampChanged
-from reme_agent.maintenance.transaction import Transaction, VaultView, retarget
-from tests.maintenance.conftest import VaultFactory, knowledge
+from reme_agent.vault import open_vault
+from tests.maintenance.conftest import SETTINGS, VaultFactory, knowledge
 
 A, B, C = "knowledge/a/a.md", "knowledge/b/b.md", "knowledge/c/c.md"
+
+
+@pytest.fixture
+def make_vault(tmp_path: Path) -> Iterator[VaultFactory]:
+    """build(notes) -> a vault on disk (not indexed: a plan reads the files themselves)."""
+    made = []
+
+    def build(notes: dict[str, str]):
+        root = tmp_path / "vault"
+        for rel, text in notes.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text, encoding="utf-8")
+        made.append(open_vault(root, SETTINGS, create=True))
+        return made[-1]
+
+    yield build
+    for vault in made:
+        vault.close()
 
 
 def test_commit_creates_writes_and_deletes(make_vault: VaultFactory) -> None:
@@ -61,6 +84,7 @@ def test_a_failure_mid_commit_rolls_back_byte_for_byte(make_vault: VaultFactory,
     assert (vault.root / A).read_bytes() == raw_a    # written, then restored
     assert (vault.root / B).read_bytes() == raw_b
     assert not vault.store.exists(C)                  # created, then removed
+    assert not list((vault.root / ".reme").glob("journal/*.json"))   # the journal went too
 
 
 def test_retarget_rewrites_only_links_whose_meaning_changes(make_vault: VaultFactory) -> None:
@@ -68,7 +92,7 @@ def test_retarget_rewrites_only_links_whose_meaning_changes(make_vault: VaultFac
         A: knowledge("Alpha", "x"),
         B: knowledge("B", f"full:: [[{A}|the A]] and short [[a]] and [[c]]"),
     })
-    view = VaultView.load(vault)
+    view = vault.view()
     renamed = "knowledge/z/z.md"
     tx = Transaction(vault.store)
     assert retarget(tx, view, {A: renamed}, view.after({A: renamed})) == {B: 2}
@@ -79,3 +103,31 @@ def test_retarget_rewrites_only_links_whose_meaning_changes(make_vault: VaultFac
     # Under archive/ the old full path still resolves (path-suffix match): nothing to rewrite.
     moved = "archive/knowledge/a/a.md"
     assert retarget(Transaction(vault.store), view, {A: moved}, view.after({A: moved})) == {}
+
+
+def test_a_move_is_journalled_before_any_file_changes(make_vault: VaultFactory,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The journal (old and new bytes of every file) is on disk before the first write."""
+    import base64
+    import json
+
+    vault = make_vault({A: knowledge("A", "one"), B: knowledge("B", "see [[a]]")})
+    seen: list[dict] = []
+    real = vault.store.write_if_unchanged
+
+    def first_write(path: str, text: str | bytes, stamp: str | None) -> str:
+        if not seen:
+            seen.extend(json.loads(p.read_bytes())
+                        for p in (vault.root / ".reme").glob("journal/*.json"))
+        return real(path, text, stamp)
+
+    monkeypatch.setattr(vault.store, "write_if_unchanged", first_write)
+    tx = Transaction(vault.store)
+    tx.write(B, tx.read(B).replace("[[a]]", "[[knowledge/z/z.md|a]]"))
+    tx.move(A, "knowledge/z/z.md")
+    assert sorted(tx.commit()) == [A, B, "knowledge/z/z.md"]
+    (journal,) = seen
+    assert journal["state"] == "prepared" and [s["op"] for s in journal["steps"]] == ["write", "move"]
+    write = journal["steps"][0]
+    assert base64.b64decode(write["old"]).decode() == knowledge("B", "see [[a]]")
+    assert not list((vault.root / ".reme").glob("journal/*"))    # removed after the commit

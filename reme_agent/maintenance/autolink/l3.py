@@ -22,32 +22,30 @@ Decisions where DESIGN is silent:
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import hashlib
 import re
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
-from reme_agent.autolink.common import (
-    AdditiveCheckFailed,
+from reme_agent.config import AutoLinkSettings
+from reme_agent.engine.links import PREDICATE_RE, LinkResolver, edges_of, extract_links
+from reme_agent.engine.parser import split_note
+from reme_agent.errors import AdditiveCheckFailed, InvalidArgument, NoteNotFound
+from reme_agent.maintenance.autolink.common import (
     Insertion,
     append_report,
     apply_insertions,
     audit_refusal,
-    cas_edit,
+    cas_outcome,
     check_insertions,
     code_span,
 )
-from reme_agent.autolink.judge import Judge, PredicateQuestion
-from reme_agent.autolink.names import NameIndex, is_knowledge_node
-from reme_agent.config import AutoLinkSettings
-from reme_agent.engine.links import PREDICATE_RE, LinkResolver, edges_of, extract_links
-from reme_agent.errors import InvalidArgument, NoteNotFound
-from reme_agent.toolkit.common import split_raw
+from reme_agent.maintenance.autolink.judge import Judge, PredicateQuestion
+from reme_agent.maintenance.autolink.names import NameIndex, is_knowledge_node
 
 if TYPE_CHECKING:
-    from reme_agent.toolkit.common import VaultScan
+    from reme_agent.engine.view import VaultView
     from reme_agent.vault import Vault
 
 __all__ = ["AUDIT_NAME", "plan_upgrade", "run_l3", "upgrade_predicate"]
@@ -91,9 +89,7 @@ def upgrade_predicate(vault: Vault, source: str, target: str, predicate: str, *,
     if not vault.store.exists(norm):
         raise NoteNotFound(norm, vault.store.suggest(norm))
     if resolver is None:
-        from reme_agent.toolkit.common import VaultScan
-
-        resolver = VaultScan(vault).resolver
+        resolver = vault.view().resolver
     tgt = resolver.resolve(target, norm) or target
     drop, add = (tgt, None), (tgt, predicate)
     found: list[int] = []
@@ -102,9 +98,10 @@ def upgrade_predicate(vault: Vault, source: str, target: str, predicate: str, *,
         return resolver.resolve(raw, norm)
 
     def edit(text: str) -> str | None:
-        _fm, head, body, error = split_raw(text, norm)
-        if error:
-            raise AdditiveCheckFailed(norm, f"malformed frontmatter ({error})")
+        parts = split_note(text, norm)
+        head, body = parts.head, parts.body
+        if parts.error:
+            raise AdditiveCheckFailed(norm, f"malformed frontmatter ({parts.error})")
         insertions = plan_upgrade(body, norm, tgt, predicate, resolver)
         found[:] = [len(insertions)]
         if not insertions:
@@ -119,7 +116,7 @@ def upgrade_predicate(vault: Vault, source: str, target: str, predicate: str, *,
         return head + new_body
 
     try:
-        outcome = cas_edit(vault, norm, edit, max_redos=max_redos, dry_run=dry_run)
+        outcome = cas_outcome(vault, norm, edit, max_redos=max_redos, dry_run=dry_run)
     except AdditiveCheckFailed as exc:
         audit_refusal(vault, actor, norm, str(exc))
         raise
@@ -138,13 +135,11 @@ def upgrade_predicate(vault: Vault, source: str, target: str, predicate: str, *,
             f"- source: `{norm}`\n- edge: `(target={tgt}, predicate=None)` -> "
             f"`(target={tgt}, predicate={predicate})`\n- by: {actor}\n"
             f"- reason: {code_span(reason) if reason.strip() else '(none given)'}")
-        # The write and its audit stand; `reme-agent index` repairs a stale index.
-        with contextlib.suppress(Exception):
-            vault.refresh([norm])
+        vault.try_refresh([norm])  # the write and its audit stand, whatever the index says
     return result
 
 
-def candidates(scan: VaultScan, index: NameIndex, limit: int, *,
+def candidates(scan: VaultView, index: NameIndex, limit: int, *,
                only: Collection[str] | None = None, today: _dt.date | None = None
                ) -> list[tuple[str, str, int]]:
     """(source, target, file line) of bare links between knowledge nodes, rotated daily."""
@@ -168,7 +163,7 @@ def candidates(scan: VaultScan, index: NameIndex, limit: int, *,
     return found[:limit]
 
 
-def run_l3(vault: Vault, scan: VaultScan, index: NameIndex, judge: Judge,
+def run_l3(vault: Vault, scan: VaultView, index: NameIndex, judge: Judge,
            settings: AutoLinkSettings, *, dry_run: bool = False, max_redos: int = 3,
            only: Collection[str] | None = None) -> dict[str, Any]:
     """Ask the judge for predicates of bare links; apply each through `upgrade_predicate`."""

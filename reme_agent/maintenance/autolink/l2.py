@@ -26,26 +26,26 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from reme_agent.autolink.common import (
-    AdditiveCheckFailed,
+from reme_agent.config import AutoLinkSettings
+from reme_agent.engine.links import LinkResolver, extract_links
+from reme_agent.engine.parser import split_note
+from reme_agent.errors import AdditiveCheckFailed
+from reme_agent.maintenance.autolink.common import (
     Insertion,
     apply_insertions,
     audit_refusal,
-    cas_edit,
+    cas_outcome,
     check_insertions,
 )
-from reme_agent.autolink.judge import Judge, PairQuestion
-from reme_agent.autolink.names import NameIndex, Node
-from reme_agent.config import AutoLinkSettings
-from reme_agent.engine.links import LinkResolver, extract_links
-from reme_agent.toolkit.common import split_raw
+from reme_agent.maintenance.autolink.judge import Judge, PairQuestion
+from reme_agent.maintenance.autolink.names import NameIndex, Node
+from reme_agent.maintenance.similarity import similar_paths
 
 if TYPE_CHECKING:
     from reme_agent.vault import Vault
 
-__all__ = ["append_see_also", "node_vectors", "run_l2", "see_also_insertion", "similar_pairs"]
+__all__ = ["append_see_also", "node_vectors", "run_l2", "see_also_insertion"]
 
-_BLOCK_CHUNK = 1024
 
 
 def node_vectors(vault: Vault, index: NameIndex) -> dict[str, np.ndarray]:
@@ -67,24 +67,6 @@ def node_vectors(vault: Vault, index: NameIndex) -> dict[str, np.ndarray]:
     for path, vec in out.items():
         norm = float(np.linalg.norm(vec))
         out[path] = vec / norm if norm > 0 else vec
-    return out
-
-
-def similar_pairs(vectors: dict[str, np.ndarray], threshold: float) -> list[tuple[str, str, float]]:
-    """(a, b, cosine) with a < b and cosine >= threshold, most similar first (chunked matmul)."""
-    paths = sorted(vectors)
-    if len(paths) < 2:
-        return []
-    mat = np.stack([vectors[p] for p in paths]).astype(np.float32)
-    out: list[tuple[str, str, float]] = []
-    for lo in range(0, len(paths), _BLOCK_CHUNK):
-        sims = mat[lo:lo + _BLOCK_CHUNK] @ mat.T
-        rows, cols = np.nonzero(sims >= threshold)
-        for r, c in zip(rows.tolist(), cols.tolist(), strict=True):
-            i = lo + r
-            if c > i:
-                out.append((paths[i], paths[c], round(float(sims[r, c]), 4)))
-    out.sort(key=lambda t: (-t[2], t[0], t[1]))
     return out
 
 
@@ -123,9 +105,10 @@ def append_see_also(vault: Vault, source: str, target: Node, *, label: str,
                     dry_run: bool = False) -> str:
     """Additively link `target` from the end of `source`; 'written', 'unchanged', ... ."""
     def edit(text: str) -> str | None:
-        _fm, head, body, error = split_raw(text, source)
-        if error:
-            raise AdditiveCheckFailed(source, f"malformed frontmatter ({error})")
+        parts = split_note(text, source)
+        head, body = parts.head, parts.body
+        if parts.error:
+            raise AdditiveCheckFailed(source, f"malformed frontmatter ({parts.error})")
         if any(resolver.resolve(x.target, source) == target.path for x in extract_links(body)):
             return None  # linked already (idempotent rerun)
         ins = see_also_insertion(body, target.path, _alias(target), label)
@@ -137,7 +120,7 @@ def append_see_also(vault: Vault, source: str, target: Node, *, label: str,
         return head + new_body
 
     try:
-        return cas_edit(vault, source, edit, max_redos=max_redos, dry_run=dry_run).status
+        return cas_outcome(vault, source, edit, max_redos=max_redos, dry_run=dry_run).status
     except AdditiveCheckFailed as exc:
         audit_refusal(vault, "auto-link L2", source, str(exc))
         return "refused"
@@ -151,7 +134,7 @@ def run_l2(vault: Vault, index: NameIndex, resolver: LinkResolver, judge: Judge,
     floor = min(settings.l2_similarity, settings.l2_community_similarity)
     communities = vault.signals.communities() or {}
     pairs: list[tuple[str, str, float, bool | None]] = []
-    for a, b, sim in similar_pairs(vectors, floor):
+    for a, b, sim in similar_paths(vectors, floor):
         if sim >= settings.l4_similarity:
             continue  # a duplicate: L4 reports it for merging
         if only is not None and a not in only and b not in only:
@@ -181,7 +164,7 @@ def run_l2(vault: Vault, index: NameIndex, resolver: LinkResolver, judge: Judge,
         if status in ("written", "dry_run"):
             added.append(row)
             if status == "written":
-                vault.refresh([q.source.path])
+                vault.try_refresh([q.source.path])
         else:
             declined.append({**row, "status": status})
     return {"candidates": len(pairs), "added": added, "declined": declined}

@@ -27,8 +27,8 @@ from typing import Any
 
 import ahocorasick
 
-from reme_agent.autolink.names import NameIndex, fold
 from reme_agent.engine.links import BLANK, FENCE, INDENTED, START, _code_spans, line_kinds
+from reme_agent.maintenance.autolink.names import NameIndex, fold
 
 __all__ = ["Matcher", "Mention", "protected_spans"]
 

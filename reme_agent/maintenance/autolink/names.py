@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from reme_agent.engine.indexer import note_aliases, note_title
+from reme_agent.engine.names import note_aliases, note_title
 from reme_agent.schema.layout import KNOWLEDGE, layer_of
 
 __all__ = ["NameEntry", "NameIndex", "Node", "fold", "is_knowledge_node"]

@@ -4,7 +4,7 @@ L1 ambiguous mentions (which candidate node, or none), L2 related-but-unlinked p
 not) and L3 bare links (which predicate, or none). The planners and writers never see a model:
 they ask a `Judge` and check every answer (a target must be one of the candidates, a predicate
 must be a valid id), so a wrong answer can only cause a skip, never a bad write. `JobJudge`
-(in `autolink.job`) answers with the LLM job; tests use `ScriptedJudge` or the job over a
+(in `jobs.autolink_job`) answers with the LLM job; tests use `ScriptedJudge` or the job over a
 scripted chat model.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from reme_agent.autolink.names import Node
+from reme_agent.maintenance.autolink.names import Node
 
 __all__ = ["Judge", "MentionQuestion", "PairQuestion", "PredicateQuestion", "ScriptedJudge"]
 

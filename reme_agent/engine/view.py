@@ -1,0 +1,155 @@
+"""A consistent view of the vault: every file, every note's names and links, a resolver.
+
+DESIGN §4 (resolution over every file), §5 (a multi-file plan is made against one view and
+every stamp it read is checked before anything is written).
+
+Tools, lint, maintenance, auto-link and the transaction plan against the files as they are
+*now*, not as the index last saw them: a note whose size and mtime still match its index
+row is taken from the row (cheap on an indexed vault), any other note is read and parsed.
+The resolver knows every file (a link to an image or a PDF is not dangling) plus the notes'
+aliases; `after` gives the resolver a planned rename or removal would leave behind.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from reme_agent.engine.links import LinkResolver, extract_links
+from reme_agent.engine.names import note_aliases, note_title
+from reme_agent.engine.parser import split_note
+from reme_agent.engine.store import decode_text, stamp_of
+from reme_agent.errors import NoteNotFound, NotText, PathEscape
+
+if TYPE_CHECKING:
+    from reme_agent.engine.state import FileRow
+    from reme_agent.engine.store import FileStore
+
+log = logging.getLogger("reme_agent.engine")
+
+__all__ = ["LinkRef", "NoteMeta", "VaultView", "note_meta", "safe_rows"]
+
+
+@dataclass(frozen=True)
+class LinkRef:
+    """One link of a note, as the index stores it (file line, no offsets)."""
+
+    target: str
+    alias: str | None
+    predicate: str | None
+    line: int
+
+
+@dataclass
+class NoteMeta:
+    """What a plan needs of one note: frontmatter, links, and the stamp it was read at."""
+
+    path: str
+    frontmatter: dict[str, Any]
+    links: list[LinkRef] = field(default_factory=list)
+    error: str | None = None
+    stamp: str | None = None      # sha256 of the bytes these values come from (None: unread)
+    size: int = 0
+    mtime_ns: int = 0
+
+    @property
+    def title(self) -> str:
+        return note_title(self.path, self.frontmatter, "")
+
+
+def safe_rows(rows: Callable[[], Mapping[str, FileRow]]) -> dict[str, FileRow]:
+    """The index rows, or {} when the index cannot be read: a broken index only costs
+    speed here (every note is parsed), never correctness."""
+    try:
+        return dict(rows())
+    except Exception as exc:
+        log.warning("index state unavailable (%s); parsing every note", exc)
+        return {}
+
+
+def note_meta(store: FileStore, path: str, row: FileRow | None = None,
+              stat: tuple[int, int] | None = None) -> NoteMeta:
+    """One note: from its index `row` while size and mtime still match, else parsed.
+
+    `stat` is (size, mtime_ns) when the caller already has it (a scan); else the file is
+    stat'ed here when there is a row to compare.
+    """
+    if row is not None:
+        if stat is None:
+            try:
+                st = store.resolve(path).stat()
+                stat = (st.st_size, st.st_mtime_ns)
+            except (OSError, PathEscape):
+                stat = None
+        if stat == (row.size, row.mtime_ns):
+            return NoteMeta(path, row.frontmatter,
+                            [LinkRef(d["target"], d.get("alias"), d.get("predicate"),
+                                     d.get("line", 0)) for d in row.links],
+                            row.error, row.stamp, row.size, row.mtime_ns)
+    try:
+        data = store.read_bytes(path)
+        text = decode_text(data, path)
+    except (NotText, NoteNotFound, PathEscape) as exc:
+        return NoteMeta(path, {}, [], str(exc))
+    parts = split_note(text, path)
+    links = [LinkRef(x.target, x.alias, x.predicate, x.line)
+             for x in extract_links(parts.body, parts.body_start)]
+    size, mtime = stat if stat is not None else (len(data), 0)
+    return NoteMeta(path, parts.frontmatter, links, str(parts.error) if parts.error else None,
+                    stamp_of(data), size, mtime)
+
+
+class VaultView:
+    """Every file, every note's frontmatter and links, and a resolver over them, as of now.
+
+    `notes` holds the files with one of `extensions` (the ones the indexer parses).
+    """
+
+    def __init__(self, store: FileStore, rows: Mapping[str, FileRow],
+                 extensions: Iterable[str]) -> None:
+        self.store = store
+        exts = tuple(e.lower() for e in extensions)
+        self.files: list[str] = store.list()
+        stats = {p: (size, mtime) for p, size, mtime in store.scan(exts, skipped=[])}
+        self.notes: dict[str, NoteMeta] = {
+            p: note_meta(store, p, rows.get(p), stats.get(p))
+            for p in self.files if p.lower().endswith(exts)}
+
+    @cached_property
+    def resolver(self) -> LinkResolver:
+        return LinkResolver(self.files, {p: note_aliases(m.frontmatter)
+                                         for p, m in self.notes.items()})
+
+    def resolve(self, link: LinkRef | str, source: str) -> str | None:
+        """The path a link (or a raw target) in `source` names now, or None (dangling)."""
+        return self.resolver.resolve(link if isinstance(link, str) else link.target, source)
+
+    def title(self, path: str) -> str:
+        meta = self.notes.get(path)
+        return note_title(path, meta.frontmatter if meta else {}, "")
+
+    def inbound(self, target: str) -> list[tuple[str, LinkRef]]:
+        """(source, link) for every link in another note that resolves to `target`."""
+        return [(src, link) for src, meta in self.notes.items() if src != target
+                for link in meta.links if self.resolve(link, src) == target]
+
+    def after(self, path_map: Mapping[str, str],
+              aliases: Mapping[str, Iterable[str]] | None = None,
+              added: Mapping[str, Iterable[str]] | None = None,
+              removed: Iterable[str] = ()) -> LinkResolver:
+        """The resolver once a planned change is applied: `path_map` renames (old -> new; a
+        target already present means the old file is merged into it), `aliases` replace
+        some notes' aliases, `added` are new files (path -> aliases), `removed` are gone."""
+        gone = set(removed)
+        names: dict[str, list[str]] = {}
+        for p, m in self.notes.items():
+            names[path_map.get(p, p)] = list(note_aliases(m.frontmatter))
+        for p, a in (aliases or {}).items():
+            names[p] = list(a)
+        for p, a in (added or {}).items():
+            names[p] = list(a)
+        files = ({path_map.get(p, p) for p in self.files} | set(added or {})) - gone
+        return LinkResolver(sorted(files), {p: names.get(p, []) for p in files})
