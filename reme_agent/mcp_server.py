@@ -123,15 +123,40 @@ def http_app(server: MCPServer, host: str, token: str | None) -> Any:
     return BearerAuth(app, token) if token else app
 
 
+MIN_TOKEN_CHARS = 16
+"""Shortest bearer token accepted: a guessable token is no lock."""
+
+
 def resolve_token(host: str, token_env: str | None) -> str | None:
-    """The bearer token; required (ConfigError) when binding beyond loopback."""
-    token = os.environ.get(token_env) if token_env else None
-    if host not in LOOPBACK and not token:
+    """The bearer token from `token_env`, or None to serve without auth (loopback only).
+
+    Fails closed: a named variable that is unset, empty or whitespace stops the server
+    (the user asked for auth; starting without it would be a silent downgrade), and so
+    does a token shorter than MIN_TOKEN_CHARS or one with spaces around it.
+    """
+    if token_env is None:
+        if host not in LOOPBACK:
+            raise ConfigError(
+                f"Refusing to serve MCP over HTTP on {host} without a bearer token.",
+                "Set --token-env NAME to an environment variable holding a secret token, "
+                "or bind to 127.0.0.1.")
+        return None
+    raw = os.environ.get(token_env)
+    if raw is None or not raw.strip():
         raise ConfigError(
-            f"Refusing to serve MCP over HTTP on {host} without a bearer token.",
-            "Set --token-env NAME to an environment variable holding a secret token, "
-            "or bind to 127.0.0.1.")
-    return token
+            f"--token-env {token_env}: the variable is {'unset' if raw is None else 'empty'}; "
+            "refusing to serve without the auth you asked for.",
+            f"Export {token_env} with a secret of at least {MIN_TOKEN_CHARS} characters, e.g. "
+            "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`.")
+    if raw != raw.strip():
+        raise ConfigError(f"--token-env {token_env}: the token has spaces around it.",
+                          "Store the token without surrounding whitespace.")
+    if len(raw) < MIN_TOKEN_CHARS:
+        raise ConfigError(f"--token-env {token_env}: the token has {len(raw)} characters; at "
+                          f"least {MIN_TOKEN_CHARS} are required.",
+                          "Use a long random secret, e.g. `python -c 'import secrets; "
+                          "print(secrets.token_urlsafe(32))'`.")
+    return raw
 
 
 def serve(vault: Vault, tier: str, transport: str, host: str = "127.0.0.1", port: int = 8765,

@@ -3,8 +3,10 @@
 Add it to an app's `Agent(middlewares=[MemoryMiddleware(vault)])`:
 
 - **before a reply** (`on_reply`): search the vault with the user's message and keep the
-  rendered hits for this reply; `on_system_prompt` appends them as a `## Loaded Memory`
-  section on every reasoning step of that reply. Why the system prompt and not the context:
+  hits for this reply; `on_system_prompt` appends them as a `## Loaded Memory` section on
+  every reasoning step of that reply, as a delimited block of data that says it is not
+  instructions (`recall/memory_block.py`: a recalled note cannot forge a heading, a result
+  or a command). Why the system prompt and not the context:
   the notes steer this reply without piling up in `agent.state.context` turn after turn.
 - **after a reply**: the turn (the user's message and the agent's messages of this reply)
   goes to the synchronizer: "llm" mode when a model is given or configured, else the
@@ -18,7 +20,6 @@ across threads); set `background=True` to run the sync as a task (`await mw.flus
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any, Literal
@@ -34,8 +35,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("reme_agent.middleware")
 
 SECTION = "## Loaded Memory"
-INTRO = ("Notes from long-term memory that match the user's latest message. Use them when "
-         "they are relevant, prefer them over guesses, and cite their paths.")
 
 
 class MemoryMiddleware(MiddlewareBase):
@@ -90,11 +89,14 @@ class MemoryMiddleware(MiddlewareBase):
         text = self.loaded.get(_session_of(agent))
         if not text:
             return current_prompt
-        return f"{current_prompt}\n\n{SECTION}\n\n{INTRO}\n\n{text}"
+        return f"{current_prompt}\n\n{SECTION}\n\n{text}"
 
     # -- parts -------------------------------------------------------------------------
     def recall_text(self, query: str, session_id: str | None = None) -> str | None:
-        """The rendered search hits for `query` (None when nothing matches or search fails)."""
+        """The recalled notes for `query` as a delimited data block (`recall.memory_block`:
+        a note cannot forge headings, results or instructions), or None when nothing
+        matches or search fails."""
+        from reme_agent.recall.memory_block import render_memory
         from reme_agent.recall.search import search
 
         own = f"/{transcript_slug(session_id)}/" if session_id else None
@@ -103,10 +105,9 @@ class MemoryMiddleware(MiddlewareBase):
         except Exception as exc:  # recall must never break the app's reply
             log.warning("memory recall failed: %s", exc)
             return None
-        hits = [n for n in response.results if not (own and own in n.path)]
-        if not hits:
-            return None
-        return dataclasses.replace(response, results=hits).render()
+        hits = [n for n in response.results if not (own and own in n.path)
+                and not getattr(n, "weak", False)]
+        return render_memory(hits) if hits else None
 
     async def _sync(self, turn: list[Any], session_id: str | None) -> None:
         mode = self.sync_mode

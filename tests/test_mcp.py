@@ -21,6 +21,9 @@ ATOMIC = {"search", "graph_traverse", "list", "read", "stat", "property_read", "
           "daily_status", "lint_dangling", "lint_orphans", "lint_collisions", "lint_schema"}
 
 
+TOKEN = "t0k-Jq9vX2mLr8sWc4Zp"
+
+
 def server_env() -> dict[str, str]:
     env = dict(os.environ)
     env["REME_EMBEDDER__NAME"] = "hash"
@@ -92,7 +95,7 @@ def http_server(tmp_path: Path):  # type: ignore[no-untyped-def]
     vault = tmp_path / "vault"
     vault.mkdir()
     port = _free_port()
-    env = server_env() | {"TEST_MCP_TOKEN": "s3cret"}
+    env = server_env() | {"TEST_MCP_TOKEN": TOKEN}
     proc = subprocess.Popen([sys.executable, "-m", "reme_agent", "mcp", "--vault", str(vault),
                              "--transport", "http", "--port", str(port), "--tier", "expert",
                              "--token-env", "TEST_MCP_TOKEN"], env=env,
@@ -129,7 +132,7 @@ def test_http_client_with_token_writes_the_vault(http_server) -> None:  # type: 
     url, vault = http_server
 
     async def go() -> None:
-        client = httpx2.AsyncClient(headers={"authorization": "Bearer s3cret"}, timeout=30)
+        client = httpx2.AsyncClient(headers={"authorization": f"Bearer {TOKEN}"}, timeout=30)
         async with client, streamable_http_client(url, http_client=client) as streams, \
                 ClientSession(streams[0], streams[1]) as session:
             await session.initialize()
@@ -149,6 +152,28 @@ def test_binding_off_loopback_without_a_token_is_refused(tmp_path: Path) -> None
     code = main(["mcp", "--vault", str(tmp_path / "v"), "--transport", "http",
                  "--host", "0.0.0.0"])
     assert code == 1
+
+
+@pytest.mark.parametrize(("value", "why"), [
+    (None, "unset"), ("", "empty"), ("   \t ", "empty"), ("short-token", "characters"),
+    (f" {TOKEN} ", "spaces around")])
+@pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0"])
+def test_a_named_token_that_is_missing_or_weak_stops_the_server(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        value: str | None, why: str, host: str) -> None:
+    """Fail closed (G1): on loopback too, `--token-env` means "serve with auth"."""
+    from reme_agent.cli import main
+
+    (tmp_path / "v").mkdir()
+    if value is None:
+        monkeypatch.delenv("WEAK_MCP_TOKEN", raising=False)
+    else:
+        monkeypatch.setenv("WEAK_MCP_TOKEN", value)
+    code = main(["mcp", "--vault", str(tmp_path / "v"), "--transport", "http", "--host", host,
+                 "--token-env", "WEAK_MCP_TOKEN"])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert err.startswith("Error:") and why in err and "WEAK_MCP_TOKEN" in err
 
 
 def test_agentscope_mcp_client_example_runs_against_the_stdio_server(

@@ -424,14 +424,99 @@ class FileStore:
             os.replace(tmp, path)
 
     def write_if_unchanged(self, rel: str, text: str | bytes, stamp: str | None) -> str:
-        """CAS write: replace only if the file still has `stamp` (None = must not exist yet)."""
+        """CAS write: replace only if the file still has `stamp` (None = must not exist yet).
+
+        Writers outside the store (an editor appending in place, Obsidian truncating and
+        rewriting) take no lock: what they write between our check and our rename would
+        land in the old inode and vanish with it. So the old file stays open across the
+        rename and is compared afterwards; if it changed, the other writer's version is put
+        back (`_keep_late_writes`) and the write reports StampChanged, to be redone.
+        """
         norm = self.normalize(rel)
         with self._writing(rel), self.lock(rel):
             path = self.resolve(rel)
-            current = stamp_of(path.read_bytes()) if path.is_file() else None
-            if current != stamp:
-                raise StampChanged(norm, stamp or "absent", current)
-            return self._atomic_write(path, _bytes(text))
+            try:
+                old_fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+            except FileNotFoundError:
+                old_fd = None
+            try:
+                checked = _pread_all(old_fd) if old_fd is not None else None
+                current = stamp_of(checked) if checked is not None else None
+                if current != stamp:
+                    raise StampChanged(norm, stamp or "absent", current)
+                data = _bytes(text)
+                new_stamp = self._atomic_write(path, data)
+                if old_fd is not None and checked is not None and \
+                        self._keep_late_writes(path, old_fd, checked, data):
+                    raise StampChanged(norm, stamp or "absent", self.stamp(norm))
+                return new_stamp
+            finally:
+                if old_fd is not None:
+                    os.close(old_fd)
+
+    def _keep_late_writes(self, path: Path, old_fd: int, checked: bytes, ours: bytes) -> bool:
+        """After renaming `ours` over a file we had read as `checked`: if somebody wrote into
+        that file meanwhile (it is still open here), rebuild the path as their version plus
+        whatever was appended to ours since, and keep doing so while late writes land in
+        what we replace. True if our write had to give way (the caller reports a conflict).
+        """
+        theirs = _pread_all(old_fd)
+        if theirs == checked:
+            time.sleep(LATE_WRITE_GRACE)  # a writer that opened it just before the rename
+            theirs = _pread_all(old_fd)
+        if theirs == checked:
+            return False
+        cur_fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        watched = [[old_fd, len(theirs)]]     # replaced files and how much of them we used
+        fds = [cur_fd]
+        try:
+            prefix, skip = theirs, len(ours)
+            for _ in range(20):
+                cur_fd, known, tail_end = self._rebuild(path, prefix, cur_fd, skip)
+                fds.append(cur_fd)
+                watched.append([fds[-2], tail_end])
+                late = b""
+                for _pass in range(2):  # the second pass after the grace period
+                    for entry in watched:
+                        data = _pread_all(entry[0])
+                        late += data[entry[1]:]
+                        entry[1] = max(entry[1], len(data))
+                    if late:
+                        break
+                    time.sleep(LATE_WRITE_GRACE)
+                if not late:
+                    return True
+                prefix, skip = known + late, len(known)
+            log.warning("%s kept changing while a write was undone; check it by hand", path.name)
+            return True
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def _rebuild(self, path: Path, prefix: bytes, cur_fd: int, skip: int) -> tuple[int, bytes, int]:
+        """Replace `path` by `prefix` + what the current file (`cur_fd`) holds past `skip`.
+
+        The prefix is written and fsynced first; the tail is read as late as possible, just
+        before the rename, so writers appending meanwhile have a window of microseconds (the
+        next pass of `_keep_late_writes` catches them). Returns (fd of the new file, its
+        content, how far into the replaced file the tail went)."""
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+        try:
+            os.write(fd, prefix)
+            os.fsync(fd)
+            os.chmod(tmp, stat.S_IMODE(os.fstat(cur_fd).st_mode) & 0o666)
+            current = _pread_all(cur_fd)
+            tail = current[skip:]
+            os.write(fd, tail)
+            os.replace(tmp, path)
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        os.fsync(fd)
+        _fsync_dir(path.parent)
+        return fd, prefix + tail, len(current)
 
     def cas_edit(self, rel: str, edit: Callable[[Any], str | None],
                  max_redos: int = MAX_REDOS, *, stamp: str | None = None,
@@ -596,6 +681,23 @@ def _shorten(text: str, limit: int = 60) -> str:
 _NO_HARD_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.EXDEV}
 _STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM,
                    errno.EIO, errno.EFBIG, errno.ENOTDIR, errno.EISDIR}
+
+
+LATE_WRITE_GRACE = 0.003
+"""Seconds a CAS write waits before its last look at the file it replaced (see
+`FileStore._keep_late_writes`): a writer that opened it just before the rename is caught."""
+
+
+def _pread_all(fd: int) -> bytes:
+    """The whole file behind `fd` as it is now (from offset 0, whatever the fd position)."""
+    size = os.fstat(fd).st_size
+    chunks, offset = [], 0
+    while True:
+        chunk = os.pread(fd, max(size - offset, 65536), offset)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        offset += len(chunk)
 
 
 def _bytes(content: str | bytes) -> bytes:

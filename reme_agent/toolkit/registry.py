@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -42,6 +42,16 @@ class ToolSpec:
     group: str
     read_only: bool
     destructive: bool = False
+    """May remove or replace what a person wrote (MCP `destructiveHint`)."""
+    asks_when: Callable[[Mapping[str, Any]], bool] | None = None
+    """For a destructive tool: which calls need a person's confirmation (None = every call).
+    Faces that can ask (AgentScope's permission flow) ask for these unless told otherwise."""
+
+    def needs_confirmation(self, args: Mapping[str, Any]) -> bool:
+        """True if this call can destroy something (a delete, a move, a copy over a file)."""
+        if not self.destructive:
+            return False
+        return self.asks_when is None or bool(self.asks_when(args))
     kind: Literal["atomic", "job"] = "atomic"  # jobs appear only in the service tier
 
     @functools.cached_property
@@ -150,8 +160,9 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec("property_delete", notes.property_delete, "write", read_only=False),
     ToolSpec("tags_list", tags.tags_list, "tags", read_only=True),
     ToolSpec("tags_stat", tags.tags_stat, "tags", read_only=True),
-    ToolSpec("move", files.move, "fileops", read_only=False),
-    ToolSpec("copy", files.copy, "fileops", read_only=False),
+    ToolSpec("move", files.move, "fileops", read_only=False, destructive=True),
+    ToolSpec("copy", files.copy, "fileops", read_only=False, destructive=True,
+             asks_when=lambda args: bool(args.get("overwrite"))),
     ToolSpec("delete", files.delete, "fileops", read_only=False, destructive=True),
     ToolSpec("upload", files.upload, "fileops", read_only=False),
     ToolSpec("download", files.download, "fileops", read_only=False),

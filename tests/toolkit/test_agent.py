@@ -73,3 +73,38 @@ def test_agent_gets_actionable_errors_and_the_vault_stays_intact(vault) -> None:
     assert "moving back is not allowed" in texts[1]
     assert f"Did you mean: {BM25}" in texts[2]
     assert vault_hash(vault) == before
+
+
+QUOKKA_COPY = "knowledge/bm25-copy/bm25-copy.md"
+
+
+def test_destructive_calls_ask_the_user_unless_the_toolkit_allows_them(vault) -> None:
+    """G1: `build_toolkit` no longer lets an agent delete or move without asking."""
+    def script() -> ScriptedChatModel:
+        return ScriptedChatModel([[tool_call("c1", "copy", src=BM25, dst=QUOKKA_COPY)],
+                                  [tool_call("c2", "delete", path=BM25)],
+                                  [TextBlock(text="done")]])
+
+    agent = make_agent(vault, script())
+    reply = asyncio.run(agent.reply(UserMsg("user", "Copy BM25, then delete it.")))
+    assert (vault.root / QUOKKA_COPY).exists()       # a plain copy destroys nothing: no question
+    assert (vault.root / BM25).exists()               # the delete waits for the user
+    assert "permission" in reply.get_text_content().lower()
+
+    unattended = Agent(name="job", system_prompt="...", model=script(),
+                       toolkit=build_toolkit(vault, allow_destructive=True),
+                       react_config=ReActConfig(max_iters=6),
+                       injection_config=InjectionConfig(inject_runtime_state=False))
+    (vault.root / QUOKKA_COPY).unlink()
+    asyncio.run(unattended.reply(UserMsg("user", "Copy BM25, then delete it.")))
+    assert not (vault.root / BM25).exists()
+
+
+def test_a_copy_over_a_file_asks_like_a_delete(vault) -> None:
+    from reme_agent.toolkit import get_tool
+
+    copy = get_tool("copy")
+    assert not copy.needs_confirmation({"src": BM25, "dst": QUOKKA_COPY})
+    assert copy.needs_confirmation({"src": BM25, "dst": QUOKKA_COPY, "overwrite": True})
+    assert get_tool("move").needs_confirmation({"src": BM25, "dst": QUOKKA_COPY})
+    assert not get_tool("write").needs_confirmation({"path": BM25, "overwrite": True})

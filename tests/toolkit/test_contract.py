@@ -26,8 +26,8 @@ CONTRACT: dict[str, tuple[str, list[str], bool, bool]] = {
     "property_delete": ("write", ["path", "keys", "stamp"], False, False),
     "tags_list": ("tags", ["folder", "limit"], True, False),
     "tags_stat": ("tags", ["tag", "folder"], True, False),
-    "move": ("fileops", ["src", "dst"], False, False),
-    "copy": ("fileops", ["src", "dst", "overwrite", "stamp"], False, False),
+    "move": ("fileops", ["src", "dst"], False, True),
+    "copy": ("fileops", ["src", "dst", "overwrite", "stamp"], False, True),
     "delete": ("fileops", ["path", "stamp"], False, True),
     "upload": ("fileops", ["local_path", "dest"], False, False),
     "download": ("fileops", ["path", "local_path", "overwrite"], False, False),
@@ -91,12 +91,18 @@ def test_agentscope_schemas_match_the_registry(vault) -> None:
 
 def test_agentscope_flags_follow_the_table(vault) -> None:
     toolkit = build_toolkit(vault)
+    unattended = build_toolkit(vault, allow_destructive=True)
     for spec in TOOLS:
         tool = asyncio.run(toolkit.get_tool(spec.name))
         assert tool.is_read_only is spec.read_only
         assert tool.is_concurrency_safe is spec.read_only
         decision = asyncio.run(tool.check_permissions({}, None))
-        assert decision.behavior.value == "allow"  # never ASK: an unattended agent would park
+        # only destructive calls ask (G1); everything else is allowed, or an agent parks
+        want = "ask" if spec.needs_confirmation({}) else "allow"
+        assert decision.behavior.value == want, spec.name
+        job_tool = asyncio.run(unattended.get_tool(spec.name))
+        assert asyncio.run(job_tool.check_permissions({}, None)).behavior.value == "allow"
+    assert {s.name for s in TOOLS if s.needs_confirmation({})} == {"delete", "move"}
 
 
 def test_groups_and_only_narrow_the_toolkit(vault) -> None:
