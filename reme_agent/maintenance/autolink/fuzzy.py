@@ -1,0 +1,237 @@
+"""Fuzzy L1 candidates: mentions that are not a known name as written, but close to one.
+
+Seed auto_link_design.md §1.3 (L1 "fuzzy match + semantic recall") and §2.2/§2.5 (string match,
+the LLM decides what is not certain). Everything found here is a *proposal*: the judge decides
+it, and with no model it is only reported (`l1.py`). Two kinds:
+
+- ``variant``: the name in another surface form — inflected ("JWTs", "rate-limited",
+  "circuit breakers", "rate limiter"), full-width ("ＪＷＴ"), hyphen/space/joined ("back-off"),
+  possessive, or a capitalised one-word name written in lower case ("go" for `Go`). One
+  Aho–Corasick automaton over the names' normalised keys (`normalize.py`) scans the body's
+  joined unit keys once; a match must start and end on unit boundaries. Acronyms keep their
+  case ("it" never proposes `IT`).
+- ``near``: most of a multi-word name's words (or a CJK name's characters) close together, in
+  any order, allowing a typo, a shared 5-letter prefix ("rotating" ~ "rotation") and at most one
+  extra word: "rotation of JWT keys", "轮换密钥", "idempotancy key". These are cheap to find
+  (an inverted index from unit key to names) and loose, so `semantic.py` keeps only those whose
+  embedding is close to the name's before they reach the judge.
+
+Decisions where the seeds are silent:
+- A name needs >= 2 units for ``near`` (>= 3 CJK characters): a single word close to a name
+  is a variant or nothing; two-character Chinese names are too short to be "close" to.
+- ``near`` needs max(2, ⌈0.75·n⌉) of the name's n units inside a window of n + 1 units
+  (Latin words, stopwords free) or n + 1 characters (CJK), with no line break or sentence end.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+import ahocorasick
+
+from reme_agent.engine.tokenize import STOPWORDS
+from reme_agent.maintenance.autolink.matcher import Unprotected, bounded
+from reme_agent.maintenance.autolink.names import NameEntry, NameIndex
+from reme_agent.maintenance.autolink.normalize import NormText, is_cjk, name_keys, normalize
+
+__all__ = ["FuzzyMatcher", "Kind", "Proposal"]
+
+Kind = Literal["variant", "near"]
+_SENTENCE_END = frozenset(".;!?。；！？\n")
+_PREFIX = 5  # shared prefix that makes two long words "the same word" for `near`
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A fuzzy mention at [start, end) of the body, close to `name` of each candidate node."""
+
+    start: int
+    end: int
+    text: str
+    key: str
+    candidates: tuple[str, ...]
+    kind: Kind
+    name: str
+    score: float | None = None  # embedding similarity of the text to the name (near only)
+
+
+@dataclass(frozen=True)
+class _NearName:
+    name: str
+    path: str
+    units: tuple[str, ...]
+    cjk: bool
+
+    @property
+    def need(self) -> int:
+        return max(2, math.ceil(0.75 * len(self.units)))
+
+
+def _long_word(key: str) -> bool:
+    return len(key) > _PREFIX and key.isascii() and key.isalpha()
+
+
+def _deletions(word: str) -> set[str]:
+    return {word[:i] + word[i + 1:] for i in range(len(word))}
+
+
+class FuzzyMatcher:
+    """Variant automaton + near index over one NameIndex; rebuild it when the names change."""
+
+    def __init__(self, index: NameIndex) -> None:
+        self.index = index
+        self._variants: dict[str, list[NameEntry]] = defaultdict(list)
+        self._near: list[_NearName] = []
+        self._by_unit: dict[str, set[int]] = defaultdict(set)  # unit key -> near names
+        self._typo: dict[str, set[str]] = defaultdict(set)  # one deletion -> unit keys
+        self._prefix: dict[str, set[str]] = defaultdict(set)  # proper prefix -> unit keys
+        for bucket in map(index.entries, index.keys()):
+            for entry in bucket:
+                self._add(entry)
+        self._automaton = None
+        if self._variants:
+            automaton = ahocorasick.Automaton()
+            for vkey in self._variants:
+                automaton.add_word(vkey, vkey)
+            automaton.make_automaton()
+            self._automaton = automaton
+
+    def _add(self, entry: NameEntry) -> None:
+        for vkey in name_keys(entry.name):
+            if len(vkey) >= 2 and entry not in self._variants[vkey]:
+                self._variants[vkey].append(entry)
+        units = tuple(u.key for u in normalize(entry.name).units
+                      if u.key not in STOPWORDS or is_cjk(u.key))  # 向 is a stopword, not in 向量
+        cjk = any(is_cjk(u) for u in units)
+        if len(set(units)) < (3 if cjk else 2):
+            return
+        near = _NearName(entry.name, entry.path, units, cjk)
+        self._near.append(near)
+        for unit in set(units):
+            self._by_unit[unit].add(len(self._near) - 1)
+            if _long_word(unit):
+                for d in _deletions(unit):
+                    self._typo[d].add(unit)
+                for n in range(_PREFIX, len(unit)):
+                    self._prefix[unit[:n]].add(unit)
+
+    # -- variants -------------------------------------------------------------------------
+    def variants(self, body: str, norm: NormText, free: Unprotected) -> list[Proposal]:
+        """Every variant match outside protected text (overlaps included)."""
+        if self._automaton is None or not norm.joined:
+            return []
+        out: list[Proposal] = []
+        for last, vkey in self._automaton.iter(norm.joined):
+            first = norm.unit_at_start.get(last + 1 - len(vkey))
+            final = norm.unit_at_end.get(last + 1)
+            if first is None or final is None:
+                continue  # not on unit boundaries: inside a longer word
+            start, end = norm.units[first].start, norm.units[final].end
+            if not bounded(body, start, end) or not free.contains(start, end):
+                continue
+            text = body[start:end]
+            entries = [e for e in self._variants[vkey] if e.case != "exact" or _acronym_fits(
+                e.name, text)]
+            if entries:
+                cands = tuple(sorted({e.path for e in entries}))
+                out.append(Proposal(start, end, text, vkey, cands, "variant", entries[0].name))
+        return out
+
+    # -- near -----------------------------------------------------------------------------
+    def _unit_matches(self, key: str) -> set[str]:
+        """Name unit keys `key` may stand for: itself, a typo (edit distance 1), a long prefix."""
+        hits = {key} if key in self._by_unit else set()
+        hits |= self._prefix.get(key, set())  # "rotat" (rotating) -> "rotation"
+        if _long_word(key):
+            hits |= self._typo.get(key, set())  # a letter missing
+            for d in _deletions(key):
+                if d in self._by_unit:
+                    hits.add(d)  # a letter too many
+                hits |= self._typo.get(d, set())  # a letter changed
+            for n in range(_PREFIX, len(key)):
+                if key[:n] in self._by_unit:
+                    hits.add(key[:n])  # "deployment" -> "deploy"
+        return hits
+
+    def near(self, body: str, norm: NormText, free: Unprotected) -> list[Proposal]:
+        """Windows holding most of a multi-unit name's units (see the module docstring)."""
+        if not self._near:
+            return []
+        hits: dict[int, list[tuple[int, str]]] = defaultdict(list)  # near name -> (unit i, key)
+        for i, unit in enumerate(norm.units):
+            for name_unit in self._unit_matches(unit.key):
+                for n in self._by_unit[name_unit]:
+                    hits[n].append((i, name_unit))
+        out: list[Proposal] = []
+        for n, found in hits.items():
+            near = self._near[n]
+            if len({k for _, k in found}) < near.need:
+                continue
+            window = _window(near, found, norm, body)
+            if window is None:
+                continue
+            start, end = window
+            if not bounded(body, start, end) or not free.contains(start, end):
+                continue
+            out.append(Proposal(start, end, body[start:end], f"near:{near.name}",
+                                (near.path,), "near", near.name))
+        return out
+
+
+def _window(near: _NearName, found: list[tuple[int, str]], norm: NormText,
+            body: str) -> tuple[int, int] | None:
+    """The first window covering `need` distinct units of the name within the slack,
+    extended while it covers more of them."""
+    found.sort()
+    limit = len(near.units) + 1
+    for a in range(len(found)):
+        covered: set[str] = set()
+        best: tuple[int, int] | None = None
+        for b in range(a, len(found)):
+            i0, i1 = found[a][0], found[b][0]
+            if i1 - i0 + 1 > limit + _stopwords_between(norm, i0, i1):
+                break
+            if found[b][1] in covered:
+                continue
+            covered.add(found[b][1])
+            if len(covered) < near.need:
+                continue
+            start, end = norm.units[i0].start, norm.units[i1].end
+            extra = (i1 - i0 + 1) - len({i for i, _ in found[a:b + 1]}) \
+                - _stopwords_between(norm, i0, i1)
+            if extra <= 1 and not _SENTENCE_END.intersection(body[start:end]):
+                best = (start, end)
+        if best is not None:
+            return best
+    return None
+
+
+def _stopwords_between(norm: NormText, i0: int, i1: int) -> int:
+    return sum(1 for u in norm.units[i0:i1 + 1] if u.key in STOPWORDS)
+
+
+def _acronym_fits(name: str, written: str) -> bool:
+    """An acronym's variant keeps its capitals: ``JWTs``, ``ＪＷＴ`` fit `JWT`; ``jwt`` does not."""
+    import unicodedata
+
+    def letters(s: str) -> str:
+        return "".join(c for c in s if c.isalnum())
+
+    got = letters(unicodedata.normalize("NFKC", written).replace("'s", "").replace("’s", ""))
+    want = letters(name)
+    return got == want or got == want + "s"
+
+
+def first_per_key(items: Iterable[Proposal]) -> list[Proposal]:
+    """One proposal per (kind, key): the first in document order."""
+    seen: set[tuple[str, str]] = set()
+    out: list[Proposal] = []
+    for p in sorted(items, key=lambda p: p.start):
+        if (p.kind, p.key) not in seen:
+            seen.add((p.kind, p.key))
+            out.append(p)
+    return out
