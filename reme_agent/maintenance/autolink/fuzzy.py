@@ -38,7 +38,7 @@ from reme_agent.maintenance.autolink.matcher import Unprotected, bounded
 from reme_agent.maintenance.autolink.names import NameEntry, NameIndex
 from reme_agent.maintenance.autolink.normalize import NormText, is_cjk, name_keys, normalize
 
-__all__ = ["FuzzyMatcher", "Kind", "Proposal"]
+__all__ = ["FuzzyMatcher", "Kind", "Proposal", "inside_cjk_word"]
 
 Kind = Literal["variant", "near"]
 _SENTENCE_END = frozenset(".;!?。；！？\n")
@@ -71,6 +71,36 @@ class _NearName:
         return max(2, math.ceil(0.75 * len(self.units)))
 
 
+def _cut(line: str) -> list[str]:
+    from reme_agent.engine.tokenize import warm_up
+
+    warm_up()  # loads jieba's dictionary once, quietly (the keyword index's segmenter)
+    import jieba  # type: ignore[import-untyped]
+
+    return list(jieba.lcut(line, cut_all=False, HMM=True))
+
+
+def inside_cjk_word(body: str, start: int, end: int) -> bool:
+    """Does a match start or end inside a Chinese word (支付 in 支付宝, 熔断 in 熔断器)? Then
+    it is a variant for the judge, not an exact mention. Only CJK edges are checked; the
+    line around the match is segmented with jieba, as the keyword index segments it."""
+    lo = body.rfind("\n", 0, start) + 1
+    hi = body.find("\n", end)
+    hi = len(body) if hi < 0 else hi
+    cuts = {lo}
+    at = lo
+    for word in _cut(body[lo:hi]):
+        at += len(word)
+        cuts.add(at)
+    return (is_cjk(body[start]) and start not in cuts) or \
+        (is_cjk(body[end - 1]) and end not in cuts)
+
+
+def _titled(name: str) -> bool:
+    """Written as a title or alias (capitals or spaces), not as a kebab-case file stem."""
+    return name != name.lower() or " " in name
+
+
 def _long_word(key: str) -> bool:
     return len(key) > _PREFIX and key.isascii() and key.isalpha()
 
@@ -87,6 +117,7 @@ class FuzzyMatcher:
         self._variants: dict[str, list[NameEntry]] = defaultdict(list)
         self._near: list[_NearName] = []
         self._by_unit: dict[str, set[int]] = defaultdict(set)  # unit key -> near names
+        self._near_of: dict[tuple[str, frozenset[str]], int] = {}
         self._typo: dict[str, set[str]] = defaultdict(set)  # one deletion -> unit keys
         self._prefix: dict[str, set[str]] = defaultdict(set)  # proper prefix -> unit keys
         for bucket in map(index.entries, index.keys()):
@@ -110,7 +141,13 @@ class FuzzyMatcher:
         if len(set(units)) < (3 if cjk else 2):
             return
         near = _NearName(entry.name, entry.path, units, cjk)
+        same = self._near_of.get((entry.path, frozenset(units)))
+        if same is not None:  # "jwt-key-rotation" (the stem) and "JWT key rotation" (title)
+            if _titled(entry.name) and not _titled(self._near[same].name):
+                self._near[same] = near  # score against the written title, not the stem
+            return
         self._near.append(near)
+        self._near_of[(entry.path, frozenset(units))] = len(self._near) - 1
         for unit in set(units):
             self._by_unit[unit].add(len(self._near) - 1)
             if _long_word(unit):
@@ -146,8 +183,8 @@ class FuzzyMatcher:
         """Name unit keys `key` may stand for: itself, a typo (edit distance 1), a long prefix."""
         hits = {key} if key in self._by_unit else set()
         hits |= self._prefix.get(key, set())  # "rotat" (rotating) -> "rotation"
+        hits |= self._typo.get(key, set())  # a letter missing ("leter")
         if _long_word(key):
-            hits |= self._typo.get(key, set())  # a letter missing
             for d in _deletions(key):
                 if d in self._by_unit:
                     hits.add(d)  # a letter too many
@@ -166,7 +203,7 @@ class FuzzyMatcher:
             for name_unit in self._unit_matches(unit.key):
                 for n in self._by_unit[name_unit]:
                     hits[n].append((i, name_unit))
-        out: list[Proposal] = []
+        best: dict[str, tuple[float, int, Proposal]] = {}  # node -> its best-covered window
         for n, found in hits.items():
             near = self._near[n]
             if len({k for _, k in found}) < near.need:
@@ -174,29 +211,32 @@ class FuzzyMatcher:
             window = _window(near, found, norm, body)
             if window is None:
                 continue
-            start, end = window
+            start, end, covered = window
             if not bounded(body, start, end) or not free.contains(start, end):
                 continue
-            out.append(Proposal(start, end, body[start:end], f"near:{near.name}",
-                                (near.path,), "near", near.name))
-        return out
+            rank = (covered / len(set(near.units)), start - end)
+            if near.path not in best or rank > best[near.path][:2]:
+                best[near.path] = (*rank, Proposal(start, end, body[start:end],
+                                                   f"near:{near.name}", (near.path,), "near",
+                                                   near.name))
+        return [p for _, _, p in best.values()]
 
 
 def _window(near: _NearName, found: list[tuple[int, str]], norm: NormText,
-            body: str) -> tuple[int, int] | None:
-    """The first window covering `need` distinct units of the name within the slack,
-    extended while it covers more of them."""
+            body: str) -> tuple[int, int, int] | None:
+    """(start, end, units covered) of the best window holding `need` distinct units of the
+    name within the slack: most units covered, then shortest, then first. A CJK window that
+    misses the name's last character grows by the character that follows ("灰度发" + "版"
+    for 灰度发布), so a link does not split the word it half covers."""
     found.sort()
     limit = len(near.units) + 1
+    best: tuple[int, int, int, int] | None = None  # (-covered, length, start, end)
     for a in range(len(found)):
         covered: set[str] = set()
-        best: tuple[int, int] | None = None
         for b in range(a, len(found)):
             i0, i1 = found[a][0], found[b][0]
             if i1 - i0 + 1 > limit + _stopwords_between(norm, i0, i1):
                 break
-            if found[b][1] in covered:
-                continue
             covered.add(found[b][1])
             if len(covered) < near.need:
                 continue
@@ -204,10 +244,17 @@ def _window(near: _NearName, found: list[tuple[int, str]], norm: NormText,
             extra = (i1 - i0 + 1) - len({i for i, _ in found[a:b + 1]}) \
                 - _stopwords_between(norm, i0, i1)
             if extra <= 1 and not _SENTENCE_END.intersection(body[start:end]):
-                best = (start, end)
-        if best is not None:
-            return best
-    return None
+                cand = (-len(covered), i1 - i0, start, end)
+                best = cand if best is None or cand < best else best
+    if best is None:
+        return None
+    covered, start, end = -best[0], best[2], best[3]
+    last = near.units[-1]
+    if near.cjk and is_cjk(last) and last not in {k for i, k in found
+                                                  if start <= norm.units[i].start < end} \
+            and end < len(body) and is_cjk(body[end]):
+        end += 1
+    return start, end, covered
 
 
 def _stopwords_between(norm: NormText, i0: int, i1: int) -> int:

@@ -46,7 +46,7 @@ from reme_agent.maintenance.autolink.common import (
     paragraph_at,
     source_refusal,
 )
-from reme_agent.maintenance.autolink.fuzzy import FuzzyMatcher, Proposal
+from reme_agent.maintenance.autolink.fuzzy import FuzzyMatcher, Proposal, inside_cjk_word
 from reme_agent.maintenance.autolink.judge import Judge, MentionQuestion
 from reme_agent.maintenance.autolink.matcher import (
     Matcher,
@@ -56,7 +56,7 @@ from reme_agent.maintenance.autolink.matcher import (
     select_longest,
 )
 from reme_agent.maintenance.autolink.names import NameIndex
-from reme_agent.maintenance.autolink.normalize import normalize
+from reme_agent.maintenance.autolink.normalize import is_cjk, normalize
 
 if TYPE_CHECKING:
     from reme_agent.vault import Vault
@@ -178,17 +178,37 @@ def _found(ctx: L1Context, body: str, kinds: bytearray) -> tuple[list[Mention], 
         return select_longest(exact), []
     norm = normalize(body)
     free = Unprotected(spans())
+    split = [m for m in exact if _cjk_edge(m.text) and inside_cjk_word(body, m.start, m.end)]
+    if split:  # 支付 inside 支付宝: the judge decides, as for "JWT" inside "JWTs"
+        exact = [m for m in exact if m not in split]
     exact_spans = {(m.start, m.end) for m in exact}
     variants = [v for v in ctx.fuzzy.variants(body, norm, free)
                 if (v.start, v.end) not in exact_spans]
+    variants += [Proposal(m.start, m.end, m.text, m.key, m.candidates, "variant",
+                          ctx.index.nodes[m.candidates[0]].title) for m in split]
     chosen = select_longest([*exact, *variants])
     taken = bytearray(len(body) + 1)
     for m in chosen:
         taken[m.start:m.end] = b"\x01" * (m.end - m.start)
     near = [p for p in select_longest(ctx.fuzzy.near(body, norm, free))
-            if not any(taken[p.start:p.end])]
+            if _free_or_containing(p, chosen, taken)]
     mentions = [m for m in chosen if isinstance(m, Mention)]
     return mentions, [p for p in chosen if isinstance(p, Proposal)] + near
+
+
+def _cjk_edge(text: str) -> bool:
+    return is_cjk(text[0]) or is_cjk(text[-1])
+
+
+def _free_or_containing(p: Proposal, chosen: Sequence[Mention | Proposal],
+                        taken: bytearray) -> bool:
+    """A near proposal may cover whole exact/variant mentions ("rotation of JWT keys" holds
+    "JWT"), never part of one; if the judge accepts it, it replaces them (`_settle`)."""
+    if not any(taken[p.start:p.end]):
+        return True
+    inside = [m for m in chosen if m.start < p.end and p.start < m.end]
+    return all(p.start <= m.start and m.end <= p.end and (m.start, m.end) != (p.start, p.end)
+               and not set(p.candidates) & set(m.candidates) for m in inside)
 
 
 def plan_links(ctx: L1Context, path: str, body: str,
@@ -217,7 +237,9 @@ def plan_links(ctx: L1Context, path: str, body: str,
         elif cands and not linked.intersection(cands):
             asks.setdefault(m.key, []).append(
                 AmbiguousMention(m.start, m.end, m.text, m.key, cands))
-    named = linked | {x.target for x in decided}
+    near_spans = [(p.start, p.end) for p in proposals if p.kind == "near"]
+    named = linked | {x.target for x in decided  # an exact link inside a near proposal may yet
+                      if not any(a <= x.start and x.end <= b for a, b in near_spans)}  # yield
     fuzzy: list[AmbiguousMention] = []
     for p in proposals:
         if path in p.candidates:
@@ -231,7 +253,7 @@ def plan_links(ctx: L1Context, path: str, body: str,
     for a in _scored(ctx, fuzzy):
         asks.setdefault(f"{a.kind}:{a.key}", []).append(a)
     if asks:
-        decided += _ask(ctx, path, body, asks, plan)
+        decided = _settle(decided + _ask(ctx, path, body, asks, plan))
     seen: set[str] = set()
     for link in sorted(decided, key=lambda x: x.start):
         if only_targets is not None and link.target not in only_targets:
@@ -241,6 +263,15 @@ def plan_links(ctx: L1Context, path: str, body: str,
         seen.add(link.target)
         plan.links.append(link)
     return plan
+
+
+def _settle(links: list[AddedLink]) -> list[AddedLink]:
+    """An accepted near link replaces the exact/variant links inside it."""
+    near = [x for x in links if x.kind == "near"]
+    if not near:
+        return links
+    return [x for x in links if x.kind == "near" or not any(
+        n.start <= x.start and x.end <= n.end for n in near)]
 
 
 def _scored(ctx: L1Context, fuzzy: list[AmbiguousMention]) -> list[AmbiguousMention]:

@@ -30,7 +30,8 @@ from functools import lru_cache
 
 from reme_agent.engine.tokenize import stem
 
-__all__ = ["NormText", "Unit", "is_cjk", "lemma", "name_keys", "normalize", "unit_key"]
+__all__ = ["NormText", "Unit", "is_cjk", "lemma", "name_keys", "normalize", "spelling_similarity",
+           "unit_key"]
 
 _CJK_CLASS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _UNIT_RE = re.compile(rf"[{_CJK_CLASS}]|[^\W_{_CJK_CLASS}]+")
@@ -132,3 +133,16 @@ def name_keys(name: str) -> list[str]:
     if partner and partner != units[-1].key:
         keys.append("".join(u.key for u in units[:-1]) + partner)
     return keys
+
+
+def _trigrams(text: str) -> set[str]:
+    joined = f"#{normalize(text).joined}#"
+    return {joined[i:i + 3] for i in range(len(joined) - 2)}
+
+
+def spelling_similarity(a: str, b: str) -> float:
+    """Dice overlap of character trigrams of the normalised keys: close for a typo
+    ("idempotancy keys" ~ 0.79 to "Idempotency key"), where embeddings of a misspelt word
+    drift; low for reordered words, which the embedding scores instead."""
+    ta, tb = _trigrams(a), _trigrams(b)
+    return 2 * len(ta & tb) / (len(ta) + len(tb)) if ta and tb else 0.0

@@ -1,10 +1,13 @@
-"""Semantic check of ``near`` proposals: is the mention's embedding close to the name's?
+"""Check of ``near`` proposals: is the mention close to the name in meaning or in spelling?
 
 Seed auto_link_design.md §1.3 (L1: "fuzzy match + semantic recall"). The near finder
 (`fuzzy.py`) is cheap and loose ("rotation of JWT keys" and "key to the rotation schedule" both
 hold most of "JWT key rotation"); before a model is asked, the mention and the name are embedded
 with the vault's embedder (the vector index's space: multilingual USE by default, so "向量搜索"
-is close to "向量检索") and only pairs at or above `autolink.near_similarity` go on.
+is close to "向量检索", "rotation of JWT keys" to "JWT key rotation"). Embeddings of a misspelt
+word drift ("idempotancy keys" scores 0.61), so the score is the larger of the cosine and the
+spelling similarity of the normalised keys (`normalize.spelling_similarity`, 0.79 there); only
+pairs at or above `autolink.near_similarity` go on.
 
 Why not query chromadb: the index holds blocks (note text), not names; what a span means is
 answered by the span and the name themselves. Only spans the near finder proposes are embedded
@@ -20,6 +23,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from reme_agent.maintenance.autolink.normalize import spelling_similarity
+
 if TYPE_CHECKING:
     from reme_agent.engine.embedders import Embedder
 
@@ -27,7 +32,8 @@ __all__ = ["NameSimilarity"]
 
 
 class NameSimilarity:
-    """Cosine similarity of (mention, name) pairs; vectors cached by text (thread-safe)."""
+    """max(embedding cosine, spelling similarity) of (mention, name) pairs; vectors cached by
+    text (thread-safe)."""
 
     def __init__(self, embedder: Embedder, max_cached: int = 200_000) -> None:
         self.embedder = embedder
@@ -49,4 +55,5 @@ class NameSimilarity:
                 vecs = self.embedder.embed_documents(missing)
                 self.embedded += len(missing)
                 self._cache.update(zip(missing, np.asarray(vecs, dtype=np.float32), strict=True))
-            return [float(np.dot(self._cache[a], self._cache[b])) for a, b in pairs]
+            cosines = [float(np.dot(self._cache[a], self._cache[b])) for a, b in pairs]
+        return [max(c, spelling_similarity(a, b)) for c, (a, b) in zip(cosines, pairs, strict=True)]
