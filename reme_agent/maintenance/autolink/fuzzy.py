@@ -43,6 +43,12 @@ __all__ = ["FuzzyMatcher", "Kind", "Proposal", "inside_cjk_word"]
 Kind = Literal["variant", "near"]
 _SENTENCE_END = frozenset(".;!?。；！？\n")
 _PREFIX = 5  # shared prefix that makes two long words "the same word" for `near`
+_CUT_CONTEXT = 12  # characters of context each side of a match that jieba segments
+# A unit in more names than this cannot make a name a `near` candidate on its own (it still
+# counts once the name is a candidate): a common word or character would otherwise drag
+# thousands of names into every note. Names made only of such units are matched exactly or
+# as variants.
+_COMMON_UNIT = 64
 
 
 @dataclass(frozen=True)
@@ -65,10 +71,11 @@ class _NearName:
     path: str
     units: tuple[str, ...]
     cjk: bool
+    need: int  # max(2, ceil(0.75 n)) distinct units must be present
 
-    @property
-    def need(self) -> int:
-        return max(2, math.ceil(0.75 * len(self.units)))
+    @classmethod
+    def of(cls, name: str, path: str, units: tuple[str, ...], cjk: bool) -> _NearName:
+        return cls(name, path, units, cjk, max(2, math.ceil(0.75 * len(units))))
 
 
 def _cut(line: str) -> list[str]:
@@ -84,9 +91,9 @@ def inside_cjk_word(body: str, start: int, end: int) -> bool:
     """Does a match start or end inside a Chinese word (支付 in 支付宝, 熔断 in 熔断器)? Then
     it is a variant for the judge, not an exact mention. Only CJK edges are checked; the
     line around the match is segmented with jieba, as the keyword index segments it."""
-    lo = body.rfind("\n", 0, start) + 1
-    hi = body.find("\n", end)
-    hi = len(body) if hi < 0 else hi
+    lo = max(body.rfind("\n", 0, start) + 1, start - _CUT_CONTEXT)
+    hi = body.find("\n", end, end + _CUT_CONTEXT)
+    hi = min(len(body), end + _CUT_CONTEXT) if hi < 0 else hi
     cuts = {lo}
     at = lo
     for word in _cut(body[lo:hi]):
@@ -118,6 +125,7 @@ class FuzzyMatcher:
         self._near: list[_NearName] = []
         self._by_unit: dict[str, set[int]] = defaultdict(set)  # unit key -> near names
         self._near_of: dict[tuple[str, frozenset[str]], int] = {}
+        self._memo: dict[str, set[str]] = {}
         self._typo: dict[str, set[str]] = defaultdict(set)  # one deletion -> unit keys
         self._prefix: dict[str, set[str]] = defaultdict(set)  # proper prefix -> unit keys
         for bucket in map(index.entries, index.keys()):
@@ -140,7 +148,7 @@ class FuzzyMatcher:
         cjk = any(is_cjk(u) for u in units)
         if len(set(units)) < (3 if cjk else 2):
             return
-        near = _NearName(entry.name, entry.path, units, cjk)
+        near = _NearName.of(entry.name, entry.path, units, cjk)
         same = self._near_of.get((entry.path, frozenset(units)))
         if same is not None:  # "jwt-key-rotation" (the stem) and "JWT key rotation" (title)
             if _titled(entry.name) and not _titled(self._near[same].name):
@@ -194,21 +202,41 @@ class FuzzyMatcher:
                     hits.add(key[:n])  # "deployment" -> "deploy"
         return hits
 
-    def near(self, body: str, norm: NormText, free: Unprotected) -> list[Proposal]:
-        """Windows holding most of a multi-unit name's units (see the module docstring)."""
+    def near(self, body: str, norm: NormText, free: Unprotected,
+             taken: bytearray | None = None) -> list[Proposal]:
+        """Windows holding most of a multi-unit name's units (see the module docstring).
+
+        `taken` marks text already matched exactly or as a variant: a window must hold at
+        least one name unit outside it (else it only restates those matches).
+        """
         if not self._near:
             return []
-        hits: dict[int, list[tuple[int, str]]] = defaultdict(list)  # near name -> (unit i, key)
+        positions: dict[str, list[int]] = defaultdict(list)  # name unit -> text unit indexes
+        outside: set[str] = set()  # name units found outside `taken`
         for i, unit in enumerate(norm.units):
-            for name_unit in self._unit_matches(unit.key):
-                for n in self._by_unit[name_unit]:
-                    hits[n].append((i, name_unit))
+            hits = self._matches(unit.key)
+            if hits and (taken is None or not taken[unit.start]):
+                outside |= hits
+            for name_unit in hits:
+                positions[name_unit].append(i)
+        candidates: set[int] = set()
+        for name_unit in outside:
+            names = self._by_unit[name_unit]
+            if len(names) <= _COMMON_UNIT:
+                candidates |= names
         best: dict[str, tuple[float, int, Proposal]] = {}  # node -> its best-covered window
-        for n, found in hits.items():
+        stops: list[int] = []
+        for n in candidates:
             near = self._near[n]
-            if len({k for _, k in found}) < near.need:
+            present = [u for u in set(near.units) if u in positions]
+            if len(present) < near.need:
                 continue
-            window = _window(near, found, norm, body)
+            if not stops:  # stopwords up to each unit, once per note
+                stops.append(0)
+                for unit in norm.units:
+                    stops.append(stops[-1] + (unit.key in STOPWORDS))
+            found = sorted((i, u) for u in present for i in positions[u])
+            window = _window(near, found, norm, body, stops)
             if window is None:
                 continue
             start, end, covered = window
@@ -221,28 +249,36 @@ class FuzzyMatcher:
                                                    near.name))
         return [p for _, _, p in best.values()]
 
+    def _matches(self, key: str) -> set[str]:
+        """`_unit_matches`, memoised: a vault's vocabulary repeats from note to note."""
+        hit = self._memo.get(key)
+        if hit is None:
+            if len(self._memo) > 500_000:
+                self._memo.clear()
+            hit = self._memo[key] = self._unit_matches(key)
+        return hit
 
-def _window(near: _NearName, found: list[tuple[int, str]], norm: NormText,
-            body: str) -> tuple[int, int, int] | None:
+
+def _window(near: _NearName, found: list[tuple[int, str]], norm: NormText, body: str,
+            stops: list[int]) -> tuple[int, int, int] | None:
     """(start, end, units covered) of the best window holding `need` distinct units of the
     name within the slack: most units covered, then shortest, then first. A CJK window that
     misses the name's last character grows by the character that follows ("灰度发" + "版"
     for 灰度发布), so a link does not split the word it half covers."""
-    found.sort()
     limit = len(near.units) + 1
     best: tuple[int, int, int, int] | None = None  # (-covered, length, start, end)
     for a in range(len(found)):
         covered: set[str] = set()
         for b in range(a, len(found)):
             i0, i1 = found[a][0], found[b][0]
-            if i1 - i0 + 1 > limit + _stopwords_between(norm, i0, i1):
+            free = stops[i1 + 1] - stops[i0]  # stopwords inside the window cost nothing
+            if i1 - i0 + 1 > limit + free:
                 break
             covered.add(found[b][1])
             if len(covered) < near.need:
                 continue
             start, end = norm.units[i0].start, norm.units[i1].end
-            extra = (i1 - i0 + 1) - len({i for i, _ in found[a:b + 1]}) \
-                - _stopwords_between(norm, i0, i1)
+            extra = (i1 - i0 + 1) - len({i for i, _ in found[a:b + 1]}) - free
             if extra <= 1 and not _SENTENCE_END.intersection(body[start:end]):
                 cand = (-len(covered), i1 - i0, start, end)
                 best = cand if best is None or cand < best else best
@@ -255,10 +291,6 @@ def _window(near: _NearName, found: list[tuple[int, str]], norm: NormText,
             and end < len(body) and is_cjk(body[end]):
         end += 1
     return start, end, covered
-
-
-def _stopwords_between(norm: NormText, i0: int, i1: int) -> int:
-    return sum(1 for u in norm.units[i0:i1 + 1] if u.key in STOPWORDS)
 
 
 def _acronym_fits(name: str, written: str) -> bool:

@@ -190,7 +190,7 @@ def _found(ctx: L1Context, body: str, kinds: bytearray) -> tuple[list[Mention], 
     taken = bytearray(len(body) + 1)
     for m in chosen:
         taken[m.start:m.end] = b"\x01" * (m.end - m.start)
-    near = [p for p in select_longest(ctx.fuzzy.near(body, norm, free))
+    near = [p for p in select_longest(ctx.fuzzy.near(body, norm, free, taken))
             if _free_or_containing(p, chosen, taken)]
     mentions = [m for m in chosen if isinstance(m, Mention)]
     return mentions, [p for p in chosen if isinstance(p, Proposal)] + near

@@ -27,6 +27,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from reme_agent.engine.tokenize import stem
 
@@ -50,6 +51,7 @@ def lemma(word: str) -> str:
     return stem(word) if word.isascii() and word.isalpha() else word
 
 
+@lru_cache(maxsize=1 << 17)
 def unit_key(written: str) -> str:
     """Key of one unit as written (already NFKC): acronym plurals lose their ``s`` first."""
     if len(written) >= 3 and written[-1] == "s" and written[:-1].isupper():
@@ -69,8 +71,7 @@ def _agent_noun(key: str) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class Unit:
+class Unit(NamedTuple):
     """A word (or one CJK character) at [start, end) of the original text, with its key."""
 
     start: int
@@ -90,7 +91,7 @@ class NormText:
 
 def _nfkc_units(text: str) -> list[tuple[int, int, str]]:
     """(start, end, NFKC text) of each unit; offsets are in the original text."""
-    if text.isascii():
+    if text.isascii() or unicodedata.is_normalized("NFKC", text):  # the common case
         return [(m.start(), m.end(), m.group()) for m in _UNIT_RE.finditer(text)]
     # NFKC may change a character's length (ﬁ -> fi); fold per character and keep a map.
     folded: list[str] = []
