@@ -163,8 +163,8 @@ def _found(ctx: L1Context, body: str, kinds: bytearray) -> tuple[list[Mention], 
     """Exact mentions and fuzzy proposals, without overlaps.
 
     Exact matches and variants compete longest first ("JWT key rotations" beats the exact
-    "JWT" inside it; at the same span the exact match wins); near proposals only fill text
-    left free, because they are the loosest.
+    "JWT" inside it; at the same span the exact match wins). Near proposals, the loosest, take
+    free text or wrap whole matches ("rotation of JWT keys"), never part of one.
     """
     memo: list[list[tuple[int, int]]] = []
 
@@ -185,7 +185,7 @@ def _found(ctx: L1Context, body: str, kinds: bytearray) -> tuple[list[Mention], 
     variants = [v for v in ctx.fuzzy.variants(body, norm, free)
                 if (v.start, v.end) not in exact_spans]
     variants += [Proposal(m.start, m.end, m.text, m.key, m.candidates, "variant",
-                          ctx.index.nodes[m.candidates[0]].title) for m in split]
+                          ctx.index.entries(m.key)[0].name) for m in split]
     chosen = select_longest([*exact, *variants])
     taken = bytearray(len(body) + 1)
     for m in chosen:

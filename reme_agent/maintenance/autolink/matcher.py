@@ -24,14 +24,15 @@ import re
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import ahocorasick
 
 from reme_agent.engine.links import BLANK, FENCE, INDENTED, START, _code_spans, line_kinds
 from reme_agent.maintenance.autolink.names import NameIndex, fold
 
-__all__ = ["Matcher", "Mention", "Unprotected", "bounded", "protected_spans", "select_longest"]
+__all__ = ["Kind", "Matcher", "Mention", "Proposal", "Unprotected", "bounded", "protected_spans",
+           "select_longest"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,23 @@ class Mention:
     text: str
     key: str
     candidates: tuple[str, ...]
+
+
+Kind = Literal["variant", "near"]
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A fuzzy mention at [start, end) of the body, close to `name` of each candidate node."""
+
+    start: int
+    end: int
+    text: str
+    key: str
+    candidates: tuple[str, ...]
+    kind: Kind
+    name: str
+    score: float | None = None  # embedding similarity of the text to the name (near only)
 
 
 class _Span(Protocol):

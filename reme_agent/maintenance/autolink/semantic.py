@@ -1,7 +1,7 @@
 """Check of ``near`` proposals: is the mention close to the name in meaning or in spelling?
 
 Seed auto_link_design.md §1.3 (L1: "fuzzy match + semantic recall"). The near finder
-(`fuzzy.py`) is cheap and loose ("rotation of JWT keys" and "key to the rotation schedule" both
+(`near.py`) is cheap and loose ("rotation of JWT keys" and "key to the rotation schedule" both
 hold most of "JWT key rotation"); before a model is asked, the mention and the name are embedded
 with the vault's embedder (the vector index's space: multilingual USE by default, so "向量搜索"
 is close to "向量检索", "rotation of JWT keys" to "JWT key rotation"). Embeddings of a misspelt
