@@ -6,8 +6,9 @@
 The vault comes from `generate.generate_vault` (bilingual notes with links). Then `--names` of
 its notes get distinct titles and aliases (English "amber falcon", Chinese "红色凤凰"), words
 that the generator never writes, and every note gets a paragraph mentioning a few of those
-names (some inside code or a URL, which must stay unlinked) and one more in a variant form
-("amber falcons", "红色 凤凰") that only fuzzy matching finds. `--no-fuzzy` measures exact L1
+names (some inside code or a URL, which must stay unlinked), one more in a variant form
+("amber falcons", "红色 凤凰") and one reordered ("falcon amber", "凤凰红色"), which only fuzzy
+matching finds (the reordered ones are near windows, embedded and scored). `--no-fuzzy` measures exact L1
 alone (auto-link before G5); by default fuzzy proposals are only reported (no model), and
 `--judge` adds a judge that accepts every proposal, so the proposals are linked too. Measured: the whole L1 batch
 (name index + resolver from an unindexed vault, matching, additive proof, CAS writes with
@@ -73,13 +74,14 @@ def prepare(root: Path, notes: int, names: int, seed: int = 11) -> dict[str, int
             text = _TITLE_RE.sub(f"title: {title}\naliases: [\"{alias}\"]", text, count=1)
         picks = [pairs[j] for j in rng.sample(range(names), 5)]
         shown = [t if rng.random() < 0.7 else a for t, a in picks]
-        extra = pairs[rng.randrange(names)][0]
+        extra, other = pairs[rng.randrange(names)][0], pairs[rng.randrange(names)][0]
         variant = f"{extra.lower()}s" if extra.isascii() else f"{extra[:2]} {extra[2:]}"
+        near = " ".join(reversed(other.split())) if other.isascii() else other[2:] + other[:2]
         para = (f"Context: we compared {shown[0]} with {shown[1]}; 另外 {shown[2]} 依赖 "
                 f"{shown[3]}, and {shown[4]} came up again. Code `{shown[0]}` and "
                 f"https://example.com/{shown[1].replace(' ', '-')} stay plain. "
-                f"Later: {variant}.")
-        mentions += 6
+                f"Later: {variant}. Also the {near}.")
+        mentions += 7
         path.write_text(text.rstrip("\n") + "\n\n" + para + "\n", encoding="utf-8")
     return {"named_notes": names, "mentions_written": mentions}
 
@@ -152,6 +154,7 @@ def main() -> None:
         "links_added": first["links_added"], "ambiguous_left": len(first["ambiguous"]),
         "fuzzy_proposals_left": len(first["proposals"]),
         "links_by_kind": _by_kind(first["changed"]),
+        "near_texts_embedded": linker.similarity.embedded if not args.no_fuzzy else 0,
         "refused": len(first["refused"]),
         "rerun_s": round(rerun_s, 2), "rerun_links_added": again.l1["links_added"],
         "target_s": 60, "ok": ctx_s + l1_s < 60,

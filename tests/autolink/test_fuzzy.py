@@ -233,3 +233,18 @@ def test_a_concurrent_edit_while_the_judge_thinks_is_redone_and_both_survive(
     assert res.status == "linked" and res.redos == 1
     after = read(vault, NOTE)
     assert "A concurrent line." in after and f"[[{JWT}|JWTs]] expired" in after
+
+
+def test_many_proposals_reach_the_judge_in_batches_of_judge_batch(make_vault) -> None:
+    vault = make_vault({**NODES, NOTE: node("Incident", "JWTs, rate-limited calls and circuit "
+                                                        "breakers; 支付宝 too.")})
+    calls: list[int] = []
+
+    class Counting(ScriptedJudge):
+        def choose(self, questions):
+            calls.append(len(questions))
+            return super().choose(questions)
+
+    AutoLinker(vault, AutoLinkSettings(judge_batch=2, near_similarity=2.0), Counting()
+               ).link_note(NOTE)
+    assert calls == [2, 2]

@@ -78,6 +78,7 @@ class FuzzyMatcher:
                 automaton.add_word(vkey, vkey)
             automaton.make_automaton()
             self._automaton = automaton
+        self._near.prepare()
 
     # -- variants -------------------------------------------------------------------------
     def variants(self, body: str, norm: NormText, free: Unprotected) -> list[Proposal]:

@@ -147,15 +147,18 @@ class L1Context:
     fuzzy: FuzzyMatcher | None = None
     similarity: Similarity | None = None
     near_similarity: float = 0.7
+    judge_batch: int = 10
     _answers: dict[tuple[str, str, str], str | None] = field(default_factory=dict)
     _judge_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
     def build(cls, index: NameIndex, resolver: LinkResolver, *, first_mention_only: bool = True,
               judge: Judge | None = None, max_redos: int = 3, fuzzy: bool = False,
-              similarity: Similarity | None = None, near_similarity: float = 0.7) -> L1Context:
+              similarity: Similarity | None = None, near_similarity: float = 0.7,
+              judge_batch: int = 10) -> L1Context:
         return cls(index, Matcher(index), resolver, first_mention_only, judge, max_redos,
-                   FuzzyMatcher(index) if fuzzy else None, similarity, near_similarity)
+                   FuzzyMatcher(index) if fuzzy else None, similarity, near_similarity,
+                   max(1, judge_batch))
 
 
 # -- planning (pure) --------------------------------------------------------------------------
@@ -310,8 +313,10 @@ def _ask(ctx: L1Context, path: str, body: str, groups: Mapping[str, list[Ambiguo
                                          name=m.name, start=m.start, score=m.score))
         keys.append(key)
     if questions:
+        got: dict[int, str | None] = {}
         with ctx._judge_lock:  # batch runs plan notes on several threads; ask one at a time
-            got = ctx.judge.choose(questions)
+            for lo in range(0, len(questions), ctx.judge_batch):  # fuzzy ones can be many
+                got.update(ctx.judge.choose(questions[lo:lo + ctx.judge_batch]))
         for q, key in zip(questions, keys, strict=True):
             choice = got.get(q.id)
             valid = {n.path for n in q.candidates}

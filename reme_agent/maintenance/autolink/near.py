@@ -13,7 +13,10 @@ Decisions where the seeds are silent:
   nothing; two-character Chinese names are too short to be "close" to.
 - A window holds max(2, ⌈0.75·n⌉) of the name's n units, is at most n + 1 units long
   (stopwords free) and crosses no sentence end; the best-covered window per node is kept.
-- A unit carried by more than `_COMMON_UNIT` names cannot make a name a candidate on its own.
+- A name becomes a candidate in a note only through one of its two rarest units (its
+  *anchors*, fewest names first): a common word ("service", "key") or character (数) would
+  otherwise drag thousands of names into every note. A window missing both anchors is not
+  found.
 """
 
 from __future__ import annotations
@@ -31,10 +34,7 @@ __all__ = ["NearFinder"]
 
 _SENTENCE_END = frozenset(".;!?。；！？\n")
 _PREFIX = 5  # shared prefix that makes two long words "the same word"
-# A unit in more names than this cannot make a name a candidate on its own (it still counts
-# once the name is a candidate): a common word or character would otherwise drag thousands of
-# names into every note. Names made only of such units are matched exactly or as variants.
-_COMMON_UNIT = 64
+_ANCHORS = 2  # a name is a candidate only through its rarest units
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,23 @@ class NearFinder:
         self._memo: dict[str, set[str]] = {}
         self._typo: dict[str, set[str]] = defaultdict(set)  # one deletion -> unit keys
         self._prefix: dict[str, set[str]] = defaultdict(set)  # proper prefix -> unit keys
+        self._anchored: dict[str, set[int]] | None = None  # anchor unit -> near names
+
+    def prepare(self) -> None:
+        """Build the anchor index now (after the last `add`, before threads share the finder)."""
+        self._anchors()
+
+    def _anchors(self) -> dict[str, set[int]]:
+        """Each name under its `_ANCHORS` rarest units (built on first use after `add`)."""
+        anchored = self._anchored
+        if anchored is None:
+            anchored = defaultdict(set)
+            for n, near in enumerate(self._near):
+                ranked = sorted(set(near.units), key=lambda u: (len(self._by_unit[u]), -len(u), u))
+                for unit in ranked[:_ANCHORS]:
+                    anchored[unit].add(n)
+            self._anchored = anchored
+        return anchored
 
     def add(self, entry: NameEntry) -> None:
         """Index one name (names of fewer than 2 units, 3 for CJK, are left out)."""
@@ -82,6 +99,7 @@ class NearFinder:
         if len(set(units)) < (3 if cjk else 2):
             return
         near = _NearName.of(entry.name, entry.path, units, cjk)
+        self._anchored = None
         same = self._near_of.get((entry.path, frozenset(units)))
         if same is not None:  # "jwt-key-rotation" (the stem) and "JWT key rotation" (title)
             if _titled(entry.name) and not _titled(self._near[same].name):
@@ -129,11 +147,10 @@ class NearFinder:
                 outside |= hits
             for name_unit in hits:
                 positions[name_unit].append(i)
+        anchored = self._anchors()
         candidates: set[int] = set()
         for name_unit in outside:
-            names = self._by_unit[name_unit]
-            if len(names) <= _COMMON_UNIT:
-                candidates |= names
+            candidates |= anchored.get(name_unit, set())
         best: dict[str, tuple[float, int, Proposal]] = {}  # node -> its best-covered window
         stops: list[int] = []
         for n in candidates:

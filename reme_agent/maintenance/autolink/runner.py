@@ -139,7 +139,8 @@ class AutoLinker:
                                first_mention_only=self.settings.first_mention_only,
                                judge=self.judge, max_redos=self.max_redos,
                                fuzzy=self.settings.fuzzy, similarity=self.similarity,
-                               near_similarity=self.settings.near_similarity)
+                               near_similarity=self.settings.near_similarity,
+                               judge_batch=self.settings.judge_batch)
 
     @property
     def similarity(self) -> NameSimilarity:
