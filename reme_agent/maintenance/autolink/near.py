@@ -22,8 +22,8 @@ Decisions where the seeds are silent:
 from __future__ import annotations
 
 import math
-from collections import defaultdict
-from dataclasses import dataclass
+from collections import Counter, defaultdict
+from dataclasses import dataclass, replace
 
 from reme_agent.engine.tokenize import STOPWORDS
 from reme_agent.maintenance.autolink.matcher import Proposal, Unprotected, bounded
@@ -35,6 +35,7 @@ __all__ = ["NearFinder"]
 _SENTENCE_END = frozenset(".;!?。；！？\n")
 _PREFIX = 5  # shared prefix that makes two long words "the same word"
 _ANCHORS = 2  # a name is a candidate only through its rarest units
+_MAX_WINDOWS = 64  # windows tried per note, best-covered names first (a bound on the cost)
 
 
 @dataclass(frozen=True)
@@ -44,10 +45,14 @@ class _NearName:
     units: tuple[str, ...]
     cjk: bool
     need: int  # max(2, ceil(0.75 n)) distinct units must be present
+    unit_set: frozenset[str]
+    anchors: tuple[str, ...] = ()  # its rarest units, set by `NearFinder._anchors`
+    anchor_need: int = 1  # how many anchors any window reaching `need` must hold
 
     @classmethod
     def of(cls, name: str, path: str, units: tuple[str, ...], cjk: bool) -> _NearName:
-        return cls(name, path, units, cjk, max(2, math.ceil(0.75 * len(units))))
+        return cls(name, path, units, cjk, max(2, math.ceil(0.75 * len(units))),
+                   frozenset(units))
 
 
 def _titled(name: str) -> bool:
@@ -85,7 +90,10 @@ class NearFinder:
         if anchored is None:
             anchored = defaultdict(set)
             for n, near in enumerate(self._near):
-                ranked = sorted(set(near.units), key=lambda u: (len(self._by_unit[u]), -len(u), u))
+                ranked = sorted(near.unit_set, key=lambda u: (len(self._by_unit[u]), -len(u), u))
+                top = tuple(ranked[:_ANCHORS])
+                self._near[n] = replace(near, anchors=top, anchor_need=max(
+                    1, near.need - (len(near.unit_set) - len(top))))
                 for unit in ranked[:_ANCHORS]:
                     anchored[unit].add(n)
             self._anchored = anchored
@@ -148,33 +156,47 @@ class NearFinder:
             for name_unit in hits:
                 positions[name_unit].append(i)
         anchored = self._anchors()
-        candidates: set[int] = set()
+        anchors_seen: Counter[int] = Counter()
         for name_unit in outside:
-            candidates |= anchored.get(name_unit, set())
-        best: dict[str, tuple[float, int, Proposal]] = {}  # node -> its best-covered window
-        stops: list[int] = []
-        for n in candidates:
+            anchors_seen.update(anchored.get(name_unit, ()))
+        viable: list[tuple[float, int, list[str]]] = []
+        for n, seen in anchors_seen.items():
             near = self._near[n]
-            present = [u for u in set(near.units) if u in positions]
-            if len(present) < near.need:
-                continue
-            if not stops:  # stopwords up to each unit, once per note
-                stops.append(0)
-                for unit in norm.units:
-                    stops.append(stops[-1] + (unit.key in STOPWORDS))
-            found = sorted((i, u) for u in present for i in positions[u])
+            if seen < near.anchor_need:
+                continue  # too few of its rarest units: it cannot reach `need`
+            present = [u for u in near.unit_set if u in positions]
+            if len(present) >= near.need:
+                viable.append((len(present) / len(near.unit_set), n, present))
+        if not viable:
+            return []
+        stops = [0]  # stopwords up to each unit
+        for unit in norm.units:
+            stops.append(stops[-1] + (unit.key in STOPWORDS))
+        # Best-covered names first: "凤凰红色" is 红色凤凰 reordered, not 3/4 of 白色凤凰.
+        viable.sort(key=lambda v: (-v[0], v[1]))
+        windows: list[tuple[float, int, int, int, int]] = []  # (-covered share, length, ...)
+        for _, n, present in viable[:_MAX_WINDOWS]:
+            near = self._near[n]
+            # only units close to one of the name's anchors can share its window
+            reach = 2 * len(near.units) + 2
+            spots = [i for u in near.anchors if u in outside for i in positions[u]]
+            found = sorted((i, u) for u in present for i in positions[u]
+                           if any(abs(i - j) <= reach for j in spots))
             window = _window(near, found, norm, body, stops)
-            if window is None:
+            if window is not None:
+                start, end, covered = window
+                windows.append((-covered / len(near.unit_set), end - start, start, end, n))
+        claimed = bytearray(len(body) + 1)  # spans of better-covered windows
+        out: dict[str, Proposal] = {}
+        for _, _, start, end, n in sorted(windows):
+            near = self._near[n]
+            if near.path in out or any(claimed[start:end]) or not bounded(body, start, end) \
+                    or not free.contains(start, end):
                 continue
-            start, end, covered = window
-            if not bounded(body, start, end) or not free.contains(start, end):
-                continue
-            rank = (covered / len(set(near.units)), start - end)
-            if near.path not in best or rank > best[near.path][:2]:
-                best[near.path] = (*rank, Proposal(start, end, body[start:end],
-                                                   f"near:{near.name}", (near.path,), "near",
-                                                   near.name))
-        return [p for _, _, p in best.values()]
+            claimed[start:end] = b"\x01" * (end - start)
+            out[near.path] = Proposal(start, end, body[start:end], f"near:{near.name}",
+                                      (near.path,), "near", near.name)
+        return list(out.values())
 
     def _matches(self, key: str) -> set[str]:
         """`_unit_matches`, memoised: a vault's vocabulary repeats from note to note."""
