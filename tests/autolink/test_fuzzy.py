@@ -248,3 +248,23 @@ def test_many_proposals_reach_the_judge_in_batches_of_judge_batch(make_vault) ->
     AutoLinker(vault, AutoLinkSettings(judge_batch=2, near_similarity=2.0), Counting()
                ).link_note(NOTE)
     assert calls == [2, 2]
+
+
+def test_a_batch_run_embeds_every_near_window_in_one_call(make_vault) -> None:
+    notes = {kpath(f"ops-{i}"): node(f"Ops {i}", f"Day {i}: the rotation of JWT keys again.")
+             for i in range(3)}
+    vault = make_vault({**NODES, **notes})
+    linker = AutoLinker(vault, AutoLinkSettings(near_similarity=0.3))
+    calls: list[int] = []
+    real = linker.similarity.embedder
+
+    class Counting:
+        def embed_documents(self, texts):
+            calls.append(len(texts))
+            return real.embed_documents(texts)
+
+    linker.similarity.embedder = Counting()
+    report = linker.run("L1", dry_run=True)
+    assert len(report.l1["proposals"]) == 3 and {p["kind"] for p in report.l1["proposals"]} == {
+        "near"}
+    assert calls == [2]  # one span text, one name: embedded once, then cached

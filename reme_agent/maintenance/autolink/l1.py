@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -64,7 +64,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("reme_agent.autolink")
 
 __all__ = ["AddedLink", "AmbiguousMention", "L1Context", "L1Plan", "NoteResult", "apply_links", "check_additive",
-           "link_note", "plan_links"]
+           "link_note", "plan_links", "prefetch"]
 
 MentionKind = Literal["exact", "variant", "near"]
 Status = Literal["linked", "would_link", "unchanged", "skipped", "refused", "conflict"]
@@ -148,6 +148,8 @@ class L1Context:
     similarity: Similarity | None = None
     near_similarity: float = 0.7
     judge_batch: int = 10
+    _found: dict[tuple[str, str], tuple[list[Mention], list[Proposal]]] = field(
+        default_factory=dict)  # (path, body) -> candidates, filled by `prefetch`
     _answers: dict[tuple[str, str, str], str | None] = field(default_factory=dict)
     _judge_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -199,6 +201,21 @@ def _found(ctx: L1Context, body: str, kinds: bytearray) -> tuple[list[Mention], 
     return mentions, [p for p in chosen if isinstance(p, Proposal)] + near
 
 
+def prefetch(ctx: L1Context, bodies: Iterable[tuple[str, str]], batch: int = 256) -> int:
+    """For a batch run: find every note's candidates first and embed all near windows in a few
+    large calls (USE costs ~30 ms a call but ~3 ms a text in a batch of 200); `plan_links`
+    reuses both. Returns the number of near windows scored."""
+    pairs: list[tuple[str, str]] = []
+    for path, body in bodies:
+        found = _found(ctx, body, line_kinds(body.split("\n")))
+        ctx._found[(path, body)] = found
+        pairs += [(p.text, p.name) for p in found[1] if p.kind == "near"]
+    if ctx.similarity is not None:
+        for lo in range(0, len(pairs), batch):
+            ctx.similarity(pairs[lo:lo + batch])
+    return len(pairs)
+
+
 def _cjk_edge(text: str) -> bool:
     return is_cjk(text[0]) or is_cjk(text[-1])
 
@@ -220,7 +237,7 @@ def plan_links(ctx: L1Context, path: str, body: str,
     or fuzzy (without a judge those are listed in the plan, never linked)."""
     plan = L1Plan()
     kinds = line_kinds(body.split("\n"))  # one structure scan for the matcher and the links
-    mentions, proposals = _found(ctx, body, kinds)
+    mentions, proposals = ctx._found.pop((path, body), None) or _found(ctx, body, kinds)
     if not mentions and not proposals:
         return plan
     plan.old_links = extract_links(body, kinds=kinds)

@@ -157,7 +157,7 @@ class NearFinder:
                 positions[name_unit].append(i)
         anchored = self._anchors()
         anchors_seen: Counter[int] = Counter()
-        for name_unit in outside:
+        for name_unit in positions:
             anchors_seen.update(anchored.get(name_unit, ()))
         viable: list[tuple[float, int, list[str]]] = []
         for n, seen in anchors_seen.items():
@@ -165,7 +165,7 @@ class NearFinder:
             if seen < near.anchor_need:
                 continue  # too few of its rarest units: it cannot reach `need`
             present = [u for u in near.unit_set if u in positions]
-            if len(present) >= near.need:
+            if len(present) >= near.need and not near.unit_set.isdisjoint(outside):
                 viable.append((len(present) / len(near.unit_set), n, present))
         if not viable:
             return []
@@ -179,7 +179,7 @@ class NearFinder:
             near = self._near[n]
             # only units close to one of the name's anchors can share its window
             reach = 2 * len(near.units) + 2
-            spots = [i for u in near.anchors if u in outside for i in positions[u]]
+            spots = [i for u in near.anchors if u in positions for i in positions[u]]
             found = sorted((i, u) for u in present for i in positions[u]
                            if any(abs(i - j) <= reach for j in spots))
             window = _window(near, found, norm, body, stops)

@@ -136,9 +136,10 @@ def name_keys(name: str) -> list[str]:
     return keys
 
 
-def _trigrams(text: str) -> set[str]:
+@lru_cache(maxsize=1 << 15)
+def _trigrams(text: str) -> frozenset[str]:
     joined = f"#{normalize(text).joined}#"
-    return {joined[i:i + 3] for i in range(len(joined) - 2)}
+    return frozenset(joined[i:i + 3] for i in range(len(joined) - 2))
 
 
 def spelling_similarity(a: str, b: str) -> float:

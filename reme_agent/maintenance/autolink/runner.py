@@ -25,9 +25,11 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reme_agent.config import AutoLinkSettings
+from reme_agent.engine.parser import split_note
 from reme_agent.errors import InvalidArgument, ModelNotConfigured, ReMeError
+from reme_agent.maintenance.autolink.common import source_refusal
 from reme_agent.maintenance.autolink.judge import Judge
-from reme_agent.maintenance.autolink.l1 import L1Context, NoteResult, link_note
+from reme_agent.maintenance.autolink.l1 import L1Context, NoteResult, link_note, prefetch
 from reme_agent.maintenance.autolink.names import NameIndex, fold, is_knowledge_node
 from reme_agent.maintenance.autolink.normalize import name_keys, normalize
 from reme_agent.maintenance.autolink.semantic import NameSimilarity
@@ -194,6 +196,16 @@ class AutoLinker:
             listed = self.vault.store.list("knowledge") + self.vault.store.list("daily")
         return [p for p in listed if p.lower().endswith(".md")]
 
+    def _bodies(self, paths: list[str]) -> Iterable[tuple[str, str]]:
+        """(path, body) of the notes L1 may write; others are left to `link_note` to report."""
+        for path in paths:
+            try:
+                parts = split_note(self.vault.store.read_text(path), path)
+            except ReMeError:
+                continue
+            if not parts.error and source_refusal(path, parts.frontmatter) is None:
+                yield path, parts.body
+
     def run_l1(self, paths: Collection[str] | None = None, *, dry_run: bool = False,
                refresh: bool = True, ctx: L1Context | None = None) -> dict[str, Any]:
         """L1 over the given notes or folders (default: the whole vault)."""
@@ -208,6 +220,9 @@ class AutoLinker:
 
         def one(path: str) -> NoteResult:
             return link_note(self.vault, path, ctx, dry_run=dry_run, refresh=False)
+
+        if ctx.fuzzy is not None and len(sources) > 1:
+            prefetch(ctx, self._bodies(sources))  # near windows embedded in large batches
 
         # Notes are independent and each write is its own CAS, so threads are safe; they pay
         # off because the store fsyncs every write and fsyncs overlap (planning holds the GIL).
