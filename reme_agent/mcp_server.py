@@ -49,7 +49,7 @@ def mcp_tool(spec: ToolSpec, vault: Vault) -> Callable[..., Any]:
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp_types import CallToolResult, TextContent
 
-    bound = spec.bind(vault)
+    bound = spec.bind(vault, actor="mcp")
 
     @functools.wraps(bound)
     def call(**kwargs: Any) -> CallToolResult:

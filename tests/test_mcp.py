@@ -16,7 +16,7 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 ATOMIC = {"search", "graph_traverse", "list", "read", "stat", "property_read", "write",
-          "property_update", "property_delete", "tags_list", "tags_stat", "move", "copy",
+          "property_update", "property_delete", "link_remove", "tags_list", "tags_stat", "move", "copy",
           "delete", "upload", "download", "daily_read", "daily_list", "daily_write",
           "daily_status", "lint_dangling", "lint_orphans", "lint_collisions", "lint_schema"}
 

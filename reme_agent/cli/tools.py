@@ -18,12 +18,14 @@ from reme_agent.cli.context import Ctx, common, shared_option_objects, with_ctx
 
 
 def _run_tool(c: Ctx, name: str, **kwargs: Any) -> dict[str, Any]:
+    from reme_agent.toolkit.actor import acting_as
     from reme_agent.toolkit.registry import get_tool
 
     spec = get_tool(name)
     vault = c.open()
     try:
-        result = spec.fn(vault, **kwargs)
+        with acting_as("cli"):
+            result = spec.fn(vault, **kwargs)
     finally:
         vault.close()
     c.emit(dict(result), getattr(result, "text", None))
@@ -141,18 +143,52 @@ def tool_group() -> None:
     """
 
 
+FORCE_TARGET = {"write": "path", "copy": "dst"}
+"""Tools whose overwrite needs the stamp of a read, and the argument naming the file."""
+
+
 def _command_for(spec: Any) -> click.Command:
     params = spec.params()
 
     @with_ctx
-    def callback(c: Ctx, **kwargs: Any) -> None:
+    def callback(c: Ctx, force: bool = False, **kwargs: Any) -> None:
         args = {p.name: _value(p, kwargs[p.name]) for p in params
                 if kwargs.get(p.name) is not None and kwargs.get(p.name) != ()}
+        if force:
+            _force(c, spec.name, args)
         _run_tool(c, spec.name, **args)
 
     options = [*(_option(p) for p in params), *shared_option_objects()]
+    if spec.name in FORCE_TARGET:
+        options.append(click.Option(
+            ["--force"], is_flag=True, default=False,
+            help="Replace an existing file without reading it first (a person's choice at "
+                 "the command line; recorded in audit/<date>/forced.md). Links must still be "
+                 "kept (E-1)."))
     return click.Command(spec.name, callback=callback, params=options,
                          help=spec.description, short_help=spec.description.splitlines()[0])
+
+
+def _force(c: Ctx, name: str, args: dict[str, Any]) -> None:
+    """`--force`: overwrite with the file's current stamp, as the person at the terminal
+    asked, and audit it; agents have no such option (they must read first)."""
+    from reme_agent.schema.audit import append_audit
+
+    target = args.get(FORCE_TARGET[name])
+    if not target or args.get("stamp"):
+        return
+    vault = c.open()
+    try:
+        stamp = vault.store.stamp(vault.store.normalize(target))
+        if stamp is None:
+            return
+        args["overwrite"] = True
+        args["stamp"] = stamp
+        append_audit(vault, "forced", f"cli: {name} {target}",
+                     f"- tool: `{name}`\n- path: `{target}`\n- replaced stamp: {stamp}\n"
+                     "- by: cli (`--force`, without a read)")
+    finally:
+        vault.close()
 
 
 def _base(annotation: Any) -> tuple[Any, str]:

@@ -453,6 +453,58 @@ def rewrite_targets(text: str, mapping: Callable[[Link], str | None]) -> str:
     return "".join(pieces)
 
 
+def remove_links(text: str, drop: Callable[[Link], bool]) -> tuple[str, list[Link]]:
+    """`text` without the links `drop` selects, and those links (DESIGN §5: the explicit,
+    audited removal; every other link and byte stays).
+
+    A bare link becomes its shown text (`[[A|the a]]` -> `the a`), so the sentence still
+    reads; a predicate link is metadata and goes with its separator: `p:: [[A]], [[B]]`
+    keeps `p:: [[B]]`, a `p::` line left empty is removed, and so is an empty `[p:: ]` field.
+    """
+    chosen = [link for link in extract_links(text) if drop(link)]
+    if not chosen:
+        return text, []
+    pieces: list[str] = []
+    last = 0
+    for link in chosen:
+        pieces.append(text[last:link.start])
+        if link.predicate is None:
+            pieces.append(_shown_text(link))
+        else:
+            pieces.append("\0")  # a hole, cleaned up per line below
+        last = link.end
+    pieces.append(text[last:])
+    out = "".join(pieces)
+    if "\0" in out:
+        out = "".join(_clean_line(line) for line in out.splitlines(keepends=True))
+    return out, chosen
+
+
+def _shown_text(link: Link) -> str:
+    if link.alias is not None:
+        return link.alias
+    name = link.target.rsplit("/", 1)[-1]
+    return name[:-3] if name.lower().endswith(".md") else name
+
+
+_HOLE_SEP_RE = re.compile(r"[ \t]*,[ \t]*\0|\0[ \t]*,[ \t]*|\0")
+_EMPTY_FIELD_RE = re.compile(r"[ \t]?\[[ \t]*[A-Za-z_][A-Za-z0-9_]*[ \t]*::[ \t]*\]")
+
+
+def _clean_line(line: str) -> str:
+    """Remove link holes with their comma, then an inline field or a `p::` line left empty."""
+    if "\0" not in line:
+        return line
+    body = line.rstrip("\r\n")
+    end = line[len(body):]
+    body = _HOLE_SEP_RE.sub("", body)
+    body = _EMPTY_FIELD_RE.sub("", body)
+    lp = _LINE_PRED_RE.match(body)
+    if lp is not None and not body[lp.end():].strip():
+        return ""  # the predicate line named only removed links
+    return body.rstrip(" \t") + end
+
+
 # -- resolution -------------------------------------------------------------------------------
 def _nfc(s: str) -> str:
     return unicodedata.normalize("NFC", s)

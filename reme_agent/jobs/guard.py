@@ -175,7 +175,7 @@ class Guard:
     # -- wrapping ----------------------------------------------------------------------
     def wrap(self, spec: ToolSpec) -> Callable[..., str]:
         """The spec bound to the vault, routed through the guard; same schema for the model."""
-        bound = spec.bind(self.vault)
+        bound = spec.bind(self.vault, actor=self.job)
 
         @functools.wraps(bound)
         def call(**kwargs: Any) -> str:

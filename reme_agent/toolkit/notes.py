@@ -166,8 +166,10 @@ def write_note(vault: Vault, path: str, body: str | None = None,
         body: Markdown body (without the frontmatter).
         frontmatter: Properties as a JSON object, e.g. {"title": "BM25", "role": "concept"}.
         text: The whole file (frontmatter block included); use instead of body/frontmatter.
-        overwrite: Replace the file if it exists; false refuses to touch an existing file.
-        stamp: The stamp `read` returned; the write is refused if the file changed since.
+        overwrite: Replace the file if it exists (needs `stamp`); false refuses to touch an
+            existing file.
+        stamp: The stamp `read` returned; required to replace a file, and the write is
+            refused if the file changed since.
     """
     norm = vault.store.normalize(path)
     if not PurePosixPath(norm).suffix:
@@ -368,7 +370,11 @@ def _check_stamp(path: str, current: tuple[str, str] | None, overwrite: bool,
         return
     if not overwrite:
         raise NoteExists(path)
-    if stamp is not None and stamp != current[1]:
+    if stamp is None:  # G5: an overwrite replaces what someone wrote; it needs a read first
+        raise InvalidArgument(f"Refused to replace {path!r} without its stamp.",
+                              f"Read {path!r} first and pass the stamp it gave with "
+                              "overwrite=true (a person at the CLI can use --force).")
+    if stamp != current[1]:
         raise StampChanged(path, stamp, current[1])
 
 

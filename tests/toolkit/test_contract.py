@@ -24,6 +24,7 @@ CONTRACT: dict[str, tuple[str, list[str], bool, bool]] = {
     "write": ("write", ["path", "body", "frontmatter", "text", "overwrite", "stamp"], False, False),
     "property_update": ("write", ["path", "properties", "stamp"], False, False),
     "property_delete": ("write", ["path", "keys", "stamp"], False, False),
+    "link_remove": ("write", ["path", "links", "reason", "stamp"], False, True),
     "tags_list": ("tags", ["folder", "limit"], True, False),
     "tags_stat": ("tags", ["tag", "folder"], True, False),
     "move": ("fileops", ["src", "dst"], False, True),
@@ -102,7 +103,8 @@ def test_agentscope_flags_follow_the_table(vault) -> None:
         assert decision.behavior.value == want, spec.name
         job_tool = asyncio.run(unattended.get_tool(spec.name))
         assert asyncio.run(job_tool.check_permissions({}, None)).behavior.value == "allow"
-    assert {s.name for s in TOOLS if s.needs_confirmation({})} == {"delete", "move"}
+    assert {s.name for s in TOOLS if s.needs_confirmation({})} == {"delete", "move",
+                                                                      "link_remove"}
 
 
 def test_groups_and_only_narrow_the_toolkit(vault) -> None:
@@ -161,6 +163,8 @@ GOOD_CALLS: dict[str, tuple[dict, str]] = {
     "write": ({"path": "knowledge/new/new.md", "body": "# New\n"}, "Created knowledge/new/new.md"),
     "property_update": ({"path": BM25, "properties": {"importance": 6}}, "Updated"),
     "property_delete": ({"path": BM25, "keys": ["aliases"]}, "Updated"),
+    "link_remove": ({"path": BM25, "links": ["part_of:: [[hybrid search]]"],
+                     "reason": "test"}, "Removed 1 link(s)"),
     "tags_list": ({}, "#search (3)"),
     "tags_stat": ({"tag": "ranking"}, BM25),
     "move": ({"src": "resource/paper.pdf", "dst": "resource/papers/bm25.pdf"}, "rewrote 1 link"),
@@ -188,6 +192,7 @@ BAD_CALLS: dict[str, dict] = {
     "write": {"path": BM25, "body": "x"},
     "property_update": {"path": BM25, "properties": {"importance": 99}},
     "property_delete": {"path": BM25, "keys": []},
+    "link_remove": {"path": BM25, "links": ["[[nowhere]]"], "reason": "test"},
     "tags_list": {"limit": 0},
     "tags_stat": {"tag": ""},
     "move": {"src": BM25, "dst": "knowledge/hybrid-search/hybrid-search.md"},
