@@ -27,7 +27,18 @@ from typing import Any
 
 import click
 
-from reme_agent.cli import autolink, bench, evals, jobs, maintain, mcp, search, tools, vault_cmds
+from reme_agent.cli import (
+    autolink,
+    bench,
+    evals,
+    jobs,
+    maintain,
+    mcp,
+    search,
+    tools,
+    vault_cmds,
+    worker,
+)
 from reme_agent.cli.context import Ctx, shared_options
 from reme_agent.errors import ReMeError
 
@@ -71,8 +82,8 @@ COMMANDS: tuple[click.Command, ...] = (
     tools.tool_group,
     # LLM jobs and host hooks
     jobs.sync_cmd, jobs.distill_cmd, jobs.hook_cmd,
-    # maintenance and auto-link
-    maintain.maintain, autolink.autolink,
+    # maintenance, auto-link and the follow-up queue
+    maintain.maintain, autolink.autolink, worker.worker,
     # serving
     mcp.mcp,
     # measuring (need the source checkout)

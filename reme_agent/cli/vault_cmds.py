@@ -1,14 +1,37 @@
-"""`reme-agent init | index | watch | demo | config`: the vault itself and its configuration."""
+"""`reme-agent init | index | watch | demo | config`: the vault itself and its configuration.
+
+`index` and `watch` also feed the notes a run changed to the D3 overload check
+(`maintenance.health.queue_overloaded`): a knowledge note grown past the split threshold by
+hand gets a `split` item in the follow-up queue and a line in today's health report. The
+engine stays domain-agnostic; the check is composed here.
+"""
 
 from __future__ import annotations
 
 import json
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from reme_agent.cli.context import Ctx, common
+
+if TYPE_CHECKING:
+    from reme_agent.vault import Vault
+
+
+def queue_overloaded(v: Vault, changed: list[str], source: str) -> list[dict[str, Any]]:
+    """The D3 check on an index run's changed notes (thresholds from `jobs.*`)."""
+    if not changed:
+        return []
+    from reme_agent.maintenance.health import queue_overloaded as check
+    from reme_agent.maintenance.split import SplitParams
+
+    cfg = v.settings.jobs
+    return check(v, changed, SplitParams(token_threshold=cfg.split_token_threshold,
+                                         block_threshold=cfg.split_block_threshold),
+                 source=source)
 
 
 @click.command("init")
@@ -45,11 +68,15 @@ def index(c: Ctx, full: bool) -> None:
     """
     v = c.open()
     try:
-        data = v.index(full=full).as_dict()
+        report = v.index(full=full)
+        queued = queue_overloaded(v, report.changed_files, "index")
     finally:
         v.close()
+    data = {**report.as_dict(), "split_queued": queued}
     text = (f"{data['files']} files, {data['blocks']} blocks; embedded {data['embedded']}, "
             f"deleted {data['deleted']} in {data['seconds']} s")
+    if queued:
+        text += f"; {len(queued)} overloaded note(s) queued for a split"
     if data["skipped"] or data["errors"]:
         text += (f" ({len(data['skipped'])} skipped, {len(data['errors'])} with frontmatter "
                  "errors: see the warnings on stderr)")
@@ -60,19 +87,33 @@ def index(c: Ctx, full: bool) -> None:
 @common
 @click.option("--debounce", default=0.5, show_default=True, help="Seconds of quiet before re-indexing.")
 @click.option("--seconds", default=0.0, help="Stop after this many seconds (0 = until Ctrl-C).")
-def watch(c: Ctx, debounce: float, seconds: float) -> None:
+@click.option("--worker", "with_worker", is_flag=True,
+              help="Also run the follow-up queue (auto-link L1; split with a model) on a thread.")
+def watch(c: Ctx, debounce: float, seconds: float, with_worker: bool) -> None:
     """Re-index whenever files in the vault change (edits in any editor show up in search).
+
+    A knowledge note grown past the split threshold is queued for a split (and noted in
+    today's health report); --worker runs the queued follow-up jobs as they come.
 
     \b
     Example:
       reme-agent watch --vault ./vault
+      reme-agent watch --vault ./vault --worker
     """
     from reme_agent.engine.watcher import VaultWatcher
 
     v = c.open()
     try:
         first = v.index()
-        click.echo(f"watching {v.root} ({first.files} files indexed); Ctrl-C to stop", err=True)
+        queue_overloaded(v, first.changed_files, "watch")
+        worker = None
+        if with_worker:
+            from reme_agent.cli.worker import echo_err
+            from reme_agent.jobs.followups import start_followup_worker
+
+            worker = start_followup_worker(v, echo=echo_err)  # stopped by v.close()
+        click.echo(f"watching {v.root} ({first.files} files indexed"
+                   f"{', follow-up worker on' if worker else ''}); Ctrl-C to stop", err=True)
 
         def on_change(paths: list[str] | None) -> None:
             report = v.index() if paths is None else v.refresh(paths)
@@ -80,6 +121,12 @@ def watch(c: Ctx, debounce: float, seconds: float) -> None:
                 click.echo(json.dumps({"changed": report.changed_files,
                                        "deleted": report.deleted_files,
                                        "embedded": report.embedded}, ensure_ascii=False), err=True)
+            queued = queue_overloaded(v, report.changed_files, "watch")
+            if queued:
+                click.echo(json.dumps({"split_queued": [q["path"] for q in queued]},
+                                      ensure_ascii=False), err=True)
+                if worker is not None:
+                    worker.wake()
 
         with VaultWatcher(v.root, on_change, debounce=debounce):
             deadline = time.monotonic() + seconds if seconds else None

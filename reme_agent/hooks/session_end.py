@@ -3,6 +3,10 @@
 The synchronizer records the session's messages in today's daily note; the distiller then
 turns today's active daily notes into knowledge. Without a model only the transcript sync
 runs, and the report says the distiller was skipped.
+
+The hook never waits for the distiller's follow-ups (auto-link L1, split): they stay in the
+vault's durable queue when this process ends, listed in `distill.enqueued`, for
+`reme-agent worker`, `watch --worker` or `maintain` to run.
 """
 
 from __future__ import annotations

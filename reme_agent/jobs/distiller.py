@@ -11,7 +11,10 @@ with the L4 tools; the code around it enforces what must not depend on the model
   a daily note is flipped only if `flip_status`, the model asked for it, the job read it, the
   agent did not stop on an error, and every write made while it was the current daily note
   (the last daily note read) ended in success. Others are reported in `skipped`;
-- after each knowledge write: D3 overload check -> enqueue `split`; enqueue `autolink` (L1);
+- after each knowledge write: D3 overload check -> enqueue `split`; enqueue `autolink` (L1),
+  into the vault's durable queue (`vault.queue`). The job returns without running them
+  (seed auto_link §1.4: auto-link never blocks dream); `result.enqueued` lists them and the
+  drainers of `jobs/followups.py` run them;
 - at the end `lint_schema` runs on every note written; errors left are in `result.lint`.
 
 Token estimate for D3 (no tokenizer dependency, deliberately rough): one token per CJK
@@ -38,7 +41,7 @@ from reme_agent.jobs.base import (
     run_sync,
 )
 from reme_agent.jobs.guard import Done, Guard, Issue, JobResult
-from reme_agent.jobs.queue import JobQueue, queue_for
+from reme_agent.maintenance.followups import AUTOLINK, SPLIT
 from reme_agent.schema.layout import KNOWLEDGE, parse_daily_path
 from reme_agent.toolkit.daily import daily_read, daily_status, summary_path
 from reme_agent.toolkit.lint import lint_schema
@@ -121,10 +124,10 @@ class DistillGuard(Guard):
         tokens = estimate_tokens(body)
         blocks = len(split_blocks(body))
         if tokens > self.split_tokens or blocks > self.split_blocks:
-            self.enqueue("split", path, f"overloaded (D3): ~{tokens} tokens, {blocks} blocks",
+            self.enqueue(SPLIT, path, f"overloaded (D3): ~{tokens} tokens, {blocks} blocks",
                          tokens=tokens, blocks=blocks, token_threshold=self.split_tokens,
                          block_threshold=self.split_blocks)
-        self.enqueue("autolink", path, "new or changed knowledge note", level="L1")
+        self.enqueue(AUTOLINK, path, "new or changed knowledge note", level="L1")
 
     def flip_verdicts(self, flip_status: bool, agent_error: str | None) -> dict[str, str | None]:
         """daily -> None (flip it) or the reason it stays active."""
@@ -151,8 +154,7 @@ class DistillGuard(Guard):
 async def arun_distiller(vault: Vault, daily_paths: Sequence[str], *, hint: str = "",
                          flip_status: bool = True, model: Any | None = None,
                          today: _dt.date | None = None, language: str | None = None,
-                         prompt: PromptOverride = None, queue: JobQueue | None = None,
-                         run_queue: bool = True) -> JobResult:
+                         prompt: PromptOverride = None) -> JobResult:
     """Distill daily notes into knowledge (see the module docstring)."""
     day = today or _dt.date.today()
     cfg = vault.settings.jobs
@@ -160,9 +162,9 @@ async def arun_distiller(vault: Vault, daily_paths: Sequence[str], *, hint: str 
                        forbidden_tools=FORBIDDEN_TOOLS)
     chat = resolve_model(vault, model, JOB)  # ModelNotConfigured here: nothing touched yet
     dailies = _check_dailies(vault, daily_paths)
-    q = queue if queue is not None else queue_for(vault)
-    guard = DistillGuard(vault, JOB, today=day, max_cas_redos=cfg.max_cas_redos, queue=q,
-                         dailies=dailies, split_tokens=cfg.split_token_threshold,
+    guard = DistillGuard(vault, JOB, today=day, max_cas_redos=cfg.max_cas_redos,
+                         queue=vault.queue, dailies=dailies,
+                         split_tokens=cfg.split_token_threshold,
                          split_blocks=cfg.split_block_threshold)
     values = {"protocol": protocol_text(), "vault_dir": str(vault.root),
               "today": day.isoformat(), "hint": hint or "(none)", "language": spec.language,
@@ -184,8 +186,6 @@ async def arun_distiller(vault: Vault, daily_paths: Sequence[str], *, hint: str 
         elif flip_status:
             guard.skipped.append(Issue(path=daily, reason=why, tool="daily_status"))
     lint = _lint(vault, [p for p in guard.written if p.startswith(KNOWLEDGE + "/")])
-    if run_queue:
-        q.drain()
     result = guard.result(summary=summary, finished_reason=reason, error=error,
                           flipped=flipped, lint=lint)
     result.written += [p for p in flipped if p not in result.written]

@@ -39,6 +39,7 @@ from pydantic import BaseModel, Field
 
 from reme_agent.engine.links import missing_edges
 from reme_agent.engine.parser import split_note
+from reme_agent.engine.queue import QueueItem, WorkQueue
 from reme_agent.errors import (
     ConservationViolation,
     NoteNotFound,
@@ -49,7 +50,6 @@ from reme_agent.errors import (
     WriteRefused,
     WriteSkipped,
 )
-from reme_agent.jobs.queue import JobQueue, QueueItem
 from reme_agent.schema.audit import append_audit
 from reme_agent.schema.layout import daily_path
 from reme_agent.toolkit.results import ToolResult
@@ -108,7 +108,8 @@ class JobResult(BaseModel):
     skipped: list[Issue] = Field(default_factory=list)
     failed: list[Issue] = Field(default_factory=list)
     refused: list[Issue] = Field(default_factory=list)
-    enqueued: list[QueueItem] = Field(default_factory=list)
+    enqueued: list[QueueItem] = Field(default_factory=list,
+                                      description="Follow-up items queued (as they were then).")
     lint: list[dict[str, Any]] = Field(default_factory=list,
                                        description="Schema errors left in written notes.")
     summary: str = ""
@@ -151,7 +152,7 @@ class Guard:
     """Wraps a job's tools: CAS stamps, E-1 strikes, write policy, and the record."""
 
     def __init__(self, vault: Vault, job: str, *, today: _dt.date, max_cas_redos: int = 3,
-                 queue: JobQueue | None = None) -> None:
+                 queue: WorkQueue | None = None) -> None:
         self.vault = vault
         self.job = job
         self.today = today
@@ -348,7 +349,12 @@ class Guard:
     def enqueue(self, kind: str, path: str, reason: str, **payload: Any) -> None:
         if self.queue is None:
             return
-        item = self.queue.enqueue(kind, path, reason=reason, payload=payload, source=self.job)
+        try:
+            item, _ = self.queue.enqueue(kind, path, reason=reason, payload=payload,
+                                         source=self.job)
+        except ReMeError as exc:  # the write happened; `maintain` and `autolink` find it again
+            log.warning("could not queue %s for %s: %s", kind, path, exc)
+            return
         if all(i.id != item.id for i in self.enqueued):
             self.enqueued.append(item)
 

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from reme_agent.engine.cas import redo_on_stamp_change
 from reme_agent.engine.parser import split_note
+from reme_agent.engine.queue import WorkQueue
 from reme_agent.errors import InvalidArgument, ReMeError, StampChanged
 from reme_agent.jobs.base import (
     Placeholders,
@@ -43,7 +44,6 @@ from reme_agent.jobs.base import (
     run_sync,
 )
 from reme_agent.jobs.guard import Guard, JobResult, norm_path
-from reme_agent.jobs.queue import JobQueue
 from reme_agent.schema.layout import DAILY, parse_daily_path, slugify
 from reme_agent.toolkit.daily import daily_list
 from reme_agent.toolkit.registry import get_tool
@@ -331,7 +331,7 @@ async def arun_synchronizer(vault: Vault, messages: Iterable[Any], *, mode: Mode
                             model: Any | None = None, session_id: str | None = None,
                             hint: str = "", slug: str | None = None,
                             today: _dt.date | None = None, language: str | None = None,
-                            prompt: PromptOverride = None, queue: JobQueue | None = None,
+                            prompt: PromptOverride = None, queue: WorkQueue | None = None,
                             cumulative: bool = False) -> JobResult:
     """Record a conversation in today's daily note (see the module docstring)."""
     day = today or _dt.date.today()

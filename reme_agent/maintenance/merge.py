@@ -29,7 +29,8 @@ each group; a yes is merged by `apply_merge`:
 - all in one `engine.transaction.Transaction`: every stamp checked first, an intent journal,
   rollback on failure (or by the next opener after a crash), at most 3 redos from fresh
   reads when a file changes under the plan;
-- cooldowns: the winner for `cooldown_days`, a rejected group for `rejected_cooldown_days`.
+- cooldowns: the winner for `cooldown_days`, a rejected group for `rejected_cooldown_days`;
+- the winner is queued for auto-link L1 (its merged text may mention nodes it does not link).
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from reme_agent.engine.transaction import Transaction
 from reme_agent.engine.view import VaultView
 from reme_agent.errors import ConservationViolation, ReMeError, StampChanged, WriteConflict
 from reme_agent.maintenance.access import rename_entries
+from reme_agent.maintenance.followups import enqueue_autolink
 from reme_agent.maintenance.report import StepResult
 from reme_agent.maintenance.similarity import similar_pairs
 from reme_agent.recall.signals import CooldownEntry, CooldownsSignal, iso_utc, parse_moment
@@ -400,6 +402,8 @@ def apply_merge(vault: Vault, members: list[str], *, now: datetime,
     outcome.written = written
     vault.try_refresh(written)
     rename_entries(vault, {p: outcome.winner for p in outcome.losers})
+    enqueue_autolink(vault, [outcome.winner], source="merge",
+                     reason="merge: the kept note holds the merged text")
     return outcome
 
 

@@ -24,7 +24,8 @@ builds the change and checks, **before anything is written**:
   axes; the parent keeps its H1, gets the overview and one `has_part::` line per child.
 A plan that breaks E-2 goes back to the planner once, naming the dropped links; a second
 failure is refused and written to `audit/<date>/refused.md` (DESIGN §5 E-1 rule). Done or
-refused, the parent gets a cooldown.
+refused, the parent gets a cooldown. A committed split queues auto-link L1 for the parent
+and each child (seed auto_link §1.4), so a new child gets its inbound links at once.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from reme_agent.errors import (
     StampChanged,
     WriteConflict,
 )
+from reme_agent.maintenance.followups import enqueue_autolink
 from reme_agent.maintenance.kmeans import choose_k
 from reme_agent.maintenance.merge import active_cooldowns, update_cooldowns
 from reme_agent.maintenance.report import StepResult
@@ -73,6 +75,7 @@ __all__ = [
     "apply_split",
     "build_split",
     "estimate_tokens",
+    "overload",
     "overloaded",
     "propose_split",
     "run_split",
@@ -107,12 +110,19 @@ def overloaded(vault: Vault, view: VaultView, params: SplitParams,
         # A token is at least one byte, so a small file can only be over on blocks.
         if row.size <= params.token_threshold and counts.get(path, 0) <= params.block_threshold:
             continue
-        blocks = vault.state.blocks_of(path)
-        tokens = estimate_tokens("\n".join(b.text for b in blocks))
-        if tokens > params.token_threshold or len(blocks) > params.block_threshold:
-            out.append({"path": path, "tokens": tokens, "blocks": len(blocks)})
+        if (found := overload(vault, path, params)) is not None:
+            out.append(found)
     out.sort(key=lambda d: (-d["tokens"], d["path"]))
     return out
+
+
+def overload(vault: Vault, path: str, params: SplitParams) -> dict[str, Any] | None:
+    """D3 for one indexed note: {path, tokens, blocks} when over a threshold, else None."""
+    blocks = vault.state.blocks_of(path)
+    tokens = estimate_tokens("\n".join(b.text for b in blocks))
+    if tokens > params.token_threshold or len(blocks) > params.block_threshold:
+        return {"path": path, "tokens": tokens, "blocks": len(blocks)}
+    return None
 
 
 # -- proposal ------------------------------------------------------------------------------
@@ -338,6 +348,9 @@ def apply_split(vault: Vault, proposal: SplitProposal, plan: SplitPlan, *,
                             f"({exc}).") from exc
     outcome.written = written
     vault.try_refresh(written)
+    # seed auto_link §1.4: a new child gets its inbound links at once, not at the next batch
+    enqueue_autolink(vault, [outcome.parent, *outcome.children], source="split",
+                     reason="split: the parent's overview or a new child")
     return outcome
 
 

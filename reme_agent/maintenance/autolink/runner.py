@@ -6,8 +6,8 @@ seed auto_link_design.md §1.4 (triggers: inline post-write, periodic batch, man
 - Batch (`AutoLinker.run`): L1 over every writable note (knowledge + closed daily), then L2,
   L3 and L4 over knowledge nodes, as asked. Re-indexing happens once, after the L1 pass.
 - Manual (`AutoLinker.link_note`): L1 on one note.
-- Inline (`AutoLinker.handle`): one `autolink` item of the job queue (the wiring,
-  `register_consumer` / `AutoLinkWorker`, lives in `jobs/autolink_job.py`). For an item about
+- Inline (`AutoLinker.handle`): one `autolink` item of the follow-up queue (the wiring and
+  the drainers live in `jobs/followups.py`; writers never wait for them). For an item about
   a knowledge node it links mentions *in* the node and mentions *of* the node in other notes
   (a new split child gets its inbound links at once, §1.4).
 
@@ -29,6 +29,7 @@ from reme_agent.errors import InvalidArgument, ModelNotConfigured, ReMeError
 from reme_agent.maintenance.autolink.judge import Judge
 from reme_agent.maintenance.autolink.l1 import L1Context, NoteResult, link_note
 from reme_agent.maintenance.autolink.names import NameIndex, fold, is_knowledge_node
+from reme_agent.maintenance.followups import AUTOLINK
 
 if TYPE_CHECKING:
     from reme_agent.engine.view import VaultView
@@ -39,7 +40,7 @@ log = logging.getLogger("reme_agent.autolink")
 __all__ = ["LEVELS", "QUEUE_KIND", "AutoLinkReport", "AutoLinker", "parse_levels"]
 
 LEVELS = ("L1", "L2", "L3", "L4")
-QUEUE_KIND = "autolink"
+QUEUE_KIND = AUTOLINK
 
 
 class Item(Protocol):
