@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from reme_agent.cli.context import Ctx, common
+from reme_agent.cli.context import Ctx, common, no_progress_option
 from reme_agent.maintenance.report import STEPS
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
@@ -65,8 +65,9 @@ def queued_splits() -> list[str]:
               help="Run again every DURATION (e.g. 24h, 30m) until Ctrl-C.")
 @click.option("--max-runs", type=click.IntRange(1, None), default=None, hidden=True,
               help="With --every: stop after this many runs.")
+@no_progress_option
 def maintain(c: Ctx, only: tuple[str, ...], dry_run: bool, move_archived: bool, no_llm: bool,
-             every: str | None, max_runs: int | None) -> None:
+             every: str | None, max_runs: int | None, no_progress: bool) -> None:
     """Maintain the vault: access log, communities, decay/archive, merge, split, health.
 
     Steps 1-3 and 6 and the merge/split candidates need no model; with a model configured
@@ -92,7 +93,8 @@ def maintain(c: Ctx, only: tuple[str, ...], dry_run: bool, move_archived: bool, 
         runs = 0
         while True:
             report = maintainer.run(list(only) or None, dry_run=dry_run,
-                                    move_archived=move_archived, split_requests=queued_splits())
+                                    move_archived=move_archived, split_requests=queued_splits(),
+                                    progress=c.progress(no_progress, v.settings))
             c.emit(report.as_dict(), report.text())
             runs += 1
             if interval is None or (max_runs is not None and runs >= max_runs):
