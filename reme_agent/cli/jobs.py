@@ -135,6 +135,7 @@ def hook_cmd(c: Ctx, name: str, mode: str) -> None:
         finally:
             v.close()
     except Exception as exc:  # never fail or block the host: one line on stderr, exit 0
-        click.echo(f"Error: reme-agent hook {name}: {type(exc).__name__}: {exc}", err=True)
+        one_line = " ".join(str(exc).split())
+        click.echo(f"Error: reme-agent hook {name}: {type(exc).__name__}: {one_line}", err=True)
         return
     click.echo(json.dumps(report, ensure_ascii=False, default=str))

@@ -164,15 +164,15 @@ def test_demo_json_is_one_json_document(tmp_path: Path,
     assert len(data["queries"]) == 5 and all(q["results"] for q in data["queries"])
 
 
-def test_eval_without_its_data_is_a_user_error_naming_the_file(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["eval", "--dataset", "locomo", "--data", str(tmp_path / "none"),
-                 "--embedder", "hash", "--out", str(tmp_path / "out"),
-                 "--work", str(tmp_path / "work"), "--no-progress"])
-    err = capsys.readouterr().err
-    assert code == 1, err
-    assert err.startswith("Error: The eval data file ") and "locomo_dev.json" in err
-    assert len(err.strip().splitlines()) == 1
+def test_eval_without_its_data_is_a_user_error_naming_the_file(tmp_path: Path) -> None:
+    # a process of its own: the eval command quiets the reme_agent logger for its run
+    done = subprocess.run([sys.executable, "-m", "reme_agent", "eval", "--dataset", "locomo",
+                           "--data", str(tmp_path / "none"), "--embedder", "hash",
+                           "--out", str(tmp_path / "out"), "--work", str(tmp_path / "work")],
+                          capture_output=True, text=True, check=False, timeout=300)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith("Error: The eval data file ")
+    assert "locomo_dev.json" in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
 def test_the_eval_data_folder_defaults_next_to_the_checkout(
