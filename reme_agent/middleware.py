@@ -42,10 +42,10 @@ if TYPE_CHECKING:
     from reme_agent.vault import Vault
 
 log = logging.getLogger("reme_agent.middleware")
-
-SECTION = "## Loaded Memory"
 TURN_COUNTS = "reme_agent.turn_counts"
 """`agent.state.middle_context` key: {Turn.base: times seen} for stable turn ids."""
+
+SECTION = "## Loaded Memory"
 INTRO = ("Notes from long-term memory that match the user's latest message. Use them when "
          "they are relevant, prefer them over guesses, and cite their paths.")
 

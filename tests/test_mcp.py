@@ -23,14 +23,16 @@ ATOMIC = {"search", "graph_traverse", "list", "read", "stat", "property_read", "
           "daily_status", "lint_dangling", "lint_orphans", "lint_collisions", "lint_schema"}
 
 
-def server_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("REME_MODEL__")}
+def server_env() -> dict[str, str]:
+    env = dict(os.environ)
     env["REME_EMBEDDER__NAME"] = "hash"
-    return env | extra
+    return env
 
 
 async def _stdio_session(vault: Path, tier: str, body, **env: str):  # type: ignore[no-untyped-def]
-    params = StdioServerParameters(command=sys.executable, env=server_env(**env), args=[
+    """A stdio server with no model configured unless `env` configures one."""
+    base = {k: v for k, v in server_env().items() if not k.startswith("REME_MODEL__")}
+    params = StdioServerParameters(command=sys.executable, env=base | env, args=[
         "-m", "reme_agent", "mcp", "--vault", str(vault), "--tier", tier])
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
