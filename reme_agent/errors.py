@@ -55,12 +55,12 @@ class ConfigError(ReMeError):
 class ModelNotConfigured(ConfigError):
     """A job needs a chat model and none is configured."""
 
-    def __init__(self, job: str) -> None:
+    def __init__(self, job: str, alternative: str = "") -> None:
         super().__init__(
             f"The {job} job needs a chat model, and none is configured; nothing was changed.",
             "Set `model.provider` and `model.model` in configs/*.yaml (or REME_MODEL__PROVIDER / "
             "REME_MODEL__MODEL) and put the API key in the environment variable named by "
-            "`model.api_key_env`.",
+            "`model.api_key_env`." + (f" {alternative}" if alternative else ""),
         )
         self.job = job
 

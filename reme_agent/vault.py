@@ -31,6 +31,7 @@ from reme_agent.errors import VaultNotFound
 
 if TYPE_CHECKING:
     from reme_agent.engine.embedders import Embedder
+    from reme_agent.engine.progress import Progress
     from reme_agent.engine.projections.vector import VectorProjection
     from reme_agent.engine.state import FileRow
     from reme_agent.recall.access_log import AccessLog
@@ -171,12 +172,12 @@ class Vault:
                        progress=cfg.progress)
 
     # -- operations --------------------------------------------------------------------
-    def index(self, full: bool = False) -> IndexReport:
+    def index(self, full: bool = False, progress: Progress | None = None) -> IndexReport:
         """Bring every projection in step with the files (after rolling any multi-file
-        change a killed process left half done)."""
+        change a killed process left half done). `progress`: see `Indexer.run`."""
         with self._lock:
             self.recover()
-            return self.indexer.run(full=full)
+            return self.indexer.run(full=full, progress=progress)
 
     def refresh(self, paths: list[str]) -> IndexReport:
         """Re-index just these paths, so search sees the change (raises on failure)."""

@@ -18,7 +18,7 @@ import time
 
 import click
 
-from reme_agent.cli.context import Ctx, common
+from reme_agent.cli.context import Ctx, common, no_progress_option
 from reme_agent.maintenance.followups import FOLLOWUPS_STEP
 from reme_agent.maintenance.report import STEPS
 
@@ -48,8 +48,9 @@ def parse_duration(text: str) -> float:
               help="Run again every DURATION (e.g. 24h, 30m) until Ctrl-C.")
 @click.option("--max-runs", type=click.IntRange(1, None), default=None, hidden=True,
               help="With --every: stop after this many runs.")
+@no_progress_option
 def maintain(c: Ctx, only: tuple[str, ...], dry_run: bool, move_archived: bool, no_llm: bool,
-             every: str | None, max_runs: int | None) -> None:
+             every: str | None, max_runs: int | None, no_progress: bool) -> None:
     """Maintain the vault: access log, communities, decay/archive, merge, split, health,
     then the follow-up queue.
 
@@ -73,7 +74,8 @@ def maintain(c: Ctx, only: tuple[str, ...], dry_run: bool, move_archived: bool, 
         while True:
             report = run_maintainer(v, list(only) or None, dry_run=dry_run,
                                     move_archived=move_archived,
-                                    use_model=False if no_llm else None)
+                                    use_model=False if no_llm else None,
+                                    progress=c.progress(no_progress, v.settings))
             c.emit(report.as_dict(), report.text())
             runs += 1
             if interval is None or (max_runs is not None and runs >= max_runs):

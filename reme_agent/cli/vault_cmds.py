@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from reme_agent.cli.context import Ctx, common
+from reme_agent.cli.context import Ctx, common, no_progress_option
 
 if TYPE_CHECKING:
     from reme_agent.vault import Vault
@@ -56,11 +56,13 @@ def init(c: Ctx) -> None:
 @click.command("index")
 @common
 @click.option("--full", is_flag=True, help="Drop the projections and rebuild them from the files.")
-def index(c: Ctx, full: bool) -> None:
+@no_progress_option
+def index(c: Ctx, full: bool, no_progress: bool) -> None:
     """Index the vault: embed only new or changed blocks.
 
     The summary (or --json) goes to stdout; each skipped file or bad frontmatter is a
-    warning on stderr (logged by the indexer), so piped output stays clean.
+    warning on stderr (logged by the indexer), and on a terminal a progress bar shows the
+    files read and the blocks embedded, so piped output stays clean.
 
     \b
     Example:
@@ -68,7 +70,7 @@ def index(c: Ctx, full: bool) -> None:
     """
     v = c.open()
     try:
-        report = v.index(full=full)
+        report = v.index(full=full, progress=c.progress(no_progress, v.settings))
         queued = queue_overloaded(v, report.changed_files, "index")
     finally:
         v.close()
@@ -142,17 +144,25 @@ def watch(c: Ctx, debounce: float, seconds: float, with_worker: bool) -> None:
 @click.command("demo")
 @common
 @click.option("--fresh", is_flag=True, help="Rebuild the demo vault from the shipped samples.")
-def demo(c: Ctx, fresh: bool) -> None:
+@no_progress_option
+def demo(c: Ctx, fresh: bool, no_progress: bool) -> None:
     """Build the bilingual sample vault, index it and run a few searches.
+
+    With --json, one JSON document: the vault, the index run and each query's results.
 
     \b
     Example:
       reme-agent demo --vault ./demo-vault
+      reme-agent demo --json
     """
     from reme_agent.demo import run_demo
 
     path = Path(c.vault_arg) if c.vault_arg else Path("demo-vault")
-    run_demo(path, c.settings(), fresh=fresh, echo=click.echo)
+    settings = c.settings()
+    data = run_demo(path, settings, fresh=fresh, echo=None if c.as_json else click.echo,
+                    progress=c.progress(no_progress, settings))
+    if c.as_json:
+        c.emit(data)
 
 
 @click.command("config")

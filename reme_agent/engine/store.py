@@ -348,8 +348,13 @@ class FileStore:
     @contextlib.contextmanager
     def lock(self, rel: str) -> Iterator[None]:
         """Exclusive per-file lock (flock) shared by threads and processes using this vault."""
+        with self._flock(self.normalize(rel)):
+            yield
+
+    @contextlib.contextmanager
+    def _flock(self, key: str) -> Iterator[None]:
         self._lock_dir.mkdir(parents=True, exist_ok=True)
-        name = hashlib.sha1(self.normalize(rel).encode()).hexdigest()
+        name = hashlib.sha1(key.encode()).hexdigest()
         fd = os.open(self._lock_dir / f"{name}.lock", os.O_CREAT | os.O_RDWR, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -564,6 +569,23 @@ class FileStore:
         path = self.internal / name
         self._atomic_write(path, data)
         return path
+
+    def edit_internal(self, name: str, edit: Callable[[str | None], str | None]) -> str | None:
+        """Read-modify-write of `<internal>/<name>` as one atomic step; returns the text now.
+
+        For small bookkeeping files several processes update (the synchronizer's turn
+        ledger): the file's lock makes the read, `edit` and the write one compare-and-swap,
+        so no update is lost and none is redone. `edit` gets the text (None: no file yet)
+        and returns the new text, or None to leave the file as it is.
+        """
+        path = self.internal / name
+        with self._flock(f"internal:{name}"):
+            old = path.read_text(encoding="utf-8") if path.is_file() else None
+            new = edit(old)
+            if new is None or new == old:
+                return old
+            self._atomic_write(path, new.encode("utf-8"))
+            return new
 
     def delete(self, rel: str, stamp: str | None = None) -> None:
         """Delete a file; with `stamp`, only while it still has those bytes (compare and

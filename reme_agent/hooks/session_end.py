@@ -31,8 +31,7 @@ def session_end(vault: Vault, event: HookEvent, *, model: Any | None = None,
     day = today or _dt.date.today()
     chosen = sync_mode(vault, mode, model)
     synced = run_synchronizer(vault, event_messages(event), mode=chosen, model=model,
-                              session_id=event.session_id, today=day,
-                              cumulative=chosen == "transcript")
+                              session_id=event.session_id, today=day)
     report: dict[str, Any] = {"session_id": event.session_id, "mode": chosen,
                               "sync": brief(synced), "distill": None}
     if not distill:

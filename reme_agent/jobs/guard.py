@@ -112,6 +112,8 @@ class JobResult(BaseModel):
                                       description="Follow-up items queued (as they were then).")
     lint: list[dict[str, Any]] = Field(default_factory=list,
                                        description="Schema errors left in written notes.")
+    turns: dict[str, int] | None = Field(None, description='Synchronizer: {"new": n, '
+                                         '"already_synced": m} turns of the messages given.')
     summary: str = ""
     finished_reason: str | None = None
     error: str | None = Field(None, description="Why the agent stopped early, if it did.")
@@ -138,6 +140,9 @@ class JobResult(BaseModel):
             lines += [f"  {label}: {i.path}: {i.reason}" for i in issues]
         lines += [f"  queued {i.kind}: {i.path} ({i.status})" for i in self.enqueued]
         lines += [f"  lint: {d['path']}: {'; '.join(d['errors'])}" for d in self.lint]
+        if self.turns and self.turns.get("already_synced"):
+            lines.append(f"  turns: {self.turns['new']} new, {self.turns['already_synced']} "
+                         "already recorded")
         if self.error:
             lines.append(f"  error: {self.error}")
         return "\n".join(lines)

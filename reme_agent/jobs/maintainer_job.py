@@ -39,6 +39,7 @@ from reme_agent.maintenance.merge import DuplicateGroup, MergeVerdict
 from reme_agent.maintenance.split import ChildPlan, SplitPlan, SplitProposal
 
 if TYPE_CHECKING:
+    from reme_agent.engine.progress import Progress
     from reme_agent.maintenance.maintainer import MaintainReport
     from reme_agent.vault import Vault
 
@@ -169,7 +170,7 @@ class ModelSplitPlanner(_Job):
 
 def run_maintainer(vault: Vault, only: Sequence[str] | None = None, *, dry_run: bool = False,
                    move_archived: bool = False, model: Any | None = None,
-                   use_model: bool | None = None) -> MaintainReport:
+                   use_model: bool | None = None, progress: Progress | None = None) -> MaintainReport:
     """The whole maintainer as one job: the model decides merges and names splits when one is
     given or configured (`use_model=False`: report only). Pending `split` items of the
     follow-up queue are split first; the last step, `followups`, drains the queue (with
@@ -193,7 +194,8 @@ def run_maintainer(vault: Vault, only: Sequence[str] | None = None, *, dry_run: 
                             split_block_threshold=cfg.jobs.split_block_threshold,
                             merge_judge=judge, split_planner=planner).run(
             steps, dry_run=dry_run, move_archived=move_archived,
-            split_requests=[i.path for i in vault.queue.pending(SPLIT)])
+            split_requests=[i.path for i in vault.queue.pending(SPLIT)],
+            **({"progress": progress} if progress is not None else {}))
     if dry_run or (only and FOLLOWUPS_STEP not in only):
         return report
     drained = drain(vault, Wiring(vault, model=model, use_model=wants_model))

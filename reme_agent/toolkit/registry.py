@@ -17,7 +17,7 @@ import docstring_parser
 from pydantic import Field, TypeAdapter, WithJsonSchema, create_model
 
 from reme_agent.errors import InvalidArgument
-from reme_agent.toolkit import daily, files, lint, notes, retrieve, tags, unlink
+from reme_agent.toolkit import activity, daily, files, lint, notes, retrieve, tags, unlink
 from reme_agent.toolkit.actor import acting_as, current_actor
 from reme_agent.toolkit.results import ToolResult, hints_of
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 Group = Literal["retrieve", "read", "write", "tags", "fileops", "daily", "lint"]
 GROUPS: dict[str, str] = {
     "retrieve": "Find notes: hybrid search and link-graph traversal.",
-    "read": "List, read and inspect notes and their properties.",
+    "read": "List, read and inspect notes and their properties; what changed lately.",
     "write": "Create and edit notes and their frontmatter properties.",
     "tags": "Tags used in frontmatter and the notes carrying them.",
     "fileops": "Move, copy and delete files; upload and download materials.",
@@ -159,6 +159,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec("read", notes.read_note, "read", read_only=True),
     ToolSpec("stat", notes.stat_note, "read", read_only=True),
     ToolSpec("property_read", notes.property_read, "read", read_only=True),
+    ToolSpec("recent", activity.recent, "read", read_only=True),
     ToolSpec("write", notes.write_note, "write", read_only=False),
     ToolSpec("property_update", notes.property_update, "write", read_only=False),
     ToolSpec("property_delete", notes.property_delete, "write", read_only=False),
