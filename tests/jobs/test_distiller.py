@@ -111,7 +111,8 @@ def test_distiller_link_only_adds_one_predicate_line(vault, queue) -> None:
         [TextBlock(text="Linked.")],
     ], queue, flip_status=False)
 
-    assert text_of(vault, AUTH) == before + f"uses:: [[{JWT}]]\n"
+    # the model named the target by full path; the file gets the vault's (shortest) style
+    assert text_of(vault, AUTH) == before + "uses:: [[jwt-key-rotation]]\n"
     assert [(e.source, e.target, e.predicate) for e in result.linked] == [(AUTH, JWT, "uses")]
     assert result.flipped == [] and status(vault, DAILY_JWT) == "active"
 
@@ -368,7 +369,7 @@ def test_the_vaults_own_queue_auto_links_a_new_node_after_the_write(vault) -> No
     result = run_distiller(vault, [DAILY_JWT], model=model, today=TODAY, flip_status=False)
     assert ("autolink", NEW, "done") in [(i.kind, i.path, i.status) for i in result.enqueued]
     text = vault.store.read_text(NEW)
-    assert f"[[{AUTH}|auth service]]" in text  # the mention became a link, text kept
+    assert "[[auth-service|auth service]]" in text  # the mention became a link, text kept
 
 
 def test_e1_is_checked_once_by_the_tool_and_the_guard_scans_no_vault(vault, queue,

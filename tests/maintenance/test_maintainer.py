@@ -146,7 +146,7 @@ def test_run_maintainer_lets_the_model_decide_and_merges(vault) -> None:
     winner, loser = "knowledge/dup-a/dup-a.md", "knowledge/dup-b/dup-b.md"  # tie: the older
     assert action["action"] == "merged" and action["winner"] == winner
     assert not vault.store.exists(loser)
-    assert f"[[dup-a]] [[{winner}|dup-b]]" in vault.store.read_text("knowledge/hub/hub.md")
+    assert "[[dup-a]] [[dup-a|dup-b]]" in vault.store.read_text("knowledge/hub/hub.md")
 
 
 def test_run_maintainer_without_a_model_only_reports(vault) -> None:
