@@ -18,7 +18,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 ATOMIC = {"search", "graph_traverse", "list", "read", "stat", "property_read", "write",
           "property_update", "property_delete", "tags_list", "tags_stat", "move", "copy",
           "delete", "upload", "download", "daily_read", "daily_list", "daily_write",
-          "daily_status", "lint_dangling", "lint_orphans", "lint_collisions", "lint_schema"}
+          "daily_status", "lint_dangling", "lint_orphans", "lint_collisions", "lint_schema",
+          "lint_alias_links"}
 
 
 def server_env() -> dict[str, str]:
