@@ -91,7 +91,7 @@ def traverse_cmd(c: Ctx, paths: tuple[str, ...], direction: str, depth: int,
 @common
 @click.option("--folder", default="", help="Only check notes under this folder.")
 @click.option("--strict", is_flag=True, help="Exit with code 1 when anything is reported.")
-@click.option("--fix", is_flag=True, help="Apply the safe fixes first (see below), then report.")
+@click.option("--fix", is_flag=True, help="Apply the safe fixes first (see above), then report.")
 def lint_cmd(c: Ctx, folder: str, strict: bool, fix: bool) -> None:
     """Report dangling links, orphans, name collisions, links Obsidian cannot resolve and
     schema problems (schema strictness per folder: the lint.strictness setting).
