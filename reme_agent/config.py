@@ -193,6 +193,31 @@ class AutoLinkSettings(_Section):
                          "(threads overlap the fsyncs of the CAS writes).")
 
 
+class LinkSettings(_Section):
+    """How tools and jobs write [[links]] (DESIGN §4): Obsidian's "New link format"."""
+
+    style: Literal["shortest", "path"] = Field(
+        "shortest", description="shortest = [[Name]], or [[folder/Name]] only when the name is "
+        "ambiguous (Obsidian's default, \"shortest path when possible\"); path = always the "
+        "full vault path [[folder/Name]] (\"absolute path in vault\"). A `move` keeps each "
+        "existing link's own style.")
+
+
+StrictnessLevel = Literal["strict", "layout", "relaxed", "off"]
+
+
+class LintSettings(_Section):
+    """How strictly `lint_schema` checks frontmatter, per folder (longest prefix wins)."""
+
+    strictness: dict[str, StrictnessLevel] = Field(
+        {"knowledge/": "layout", "daily/": "layout", "": "relaxed"},
+        description="Folder prefix -> level. strict = the four axes and conditional keys "
+        "required on every note; layout = strict for the notes the jobs write "
+        "(knowledge/<slug>/<slug>.md, daily/<date>/<slug>/<slug>.md), relaxed for hand-kept "
+        "notes beside them; relaxed = only the types/values of keys that are present; off = "
+        "not checked.")
+
+
 class Settings(_Section):
     embedder: EmbedderSettings = EmbedderSettings()
     vector: VectorSettings = VectorSettings()
@@ -203,6 +228,8 @@ class Settings(_Section):
     jobs: JobSettings = JobSettings()
     maintain: MaintainSettings = MaintainSettings()
     autolink: AutoLinkSettings = AutoLinkSettings()
+    links: LinkSettings = LinkSettings()
+    lint: LintSettings = LintSettings()
 
 
 def deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
@@ -239,7 +266,8 @@ def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
     return out
 
 
-VAULT_LOCAL_SECTIONS = ("embedder", "index", "search", "jobs", "maintain", "autolink")
+VAULT_LOCAL_SECTIONS = ("embedder", "index", "search", "jobs", "maintain", "autolink", "links",
+                        "lint")
 """Sections a vault's own `.reme/config.yaml` may set. The rest are boundaries and secrets
 (`toolkit` upload/download folders, `model` endpoint and key variable, `vector` paths and
 hosts): a vault someone else wrote must not widen what tools may reach or where text goes,
@@ -292,9 +320,15 @@ def reference_yaml() -> str:
         doc = (model.__doc__ or "").strip().splitlines()[0] if model.__doc__ else ""
         lines.append(f"{section}:" + (f"  # {doc}" if doc else ""))
         for key, sub in model.model_fields.items():  # type: ignore[union-attr]
+            comment = f"  # {sub.description}" if sub.description else ""
+            if isinstance(sub.default, dict) and "" in sub.default:  # `{? '' : x}` reads badly
+                lines.append(f"  {key}:{comment}")
+                for k, v in sub.default.items():
+                    shown = yaml.safe_dump([k], default_flow_style=True).strip()[1:-1]
+                    lines.append(f"    {shown}: {v}")
+                continue
             value = yaml.safe_dump(sub.default, default_flow_style=True, allow_unicode=True)
             value = value.strip().removesuffix("...").strip()
-            comment = f"  # {sub.description}" if sub.description else ""
             lines.append(f"  {key}: {value}{comment}")
         lines.append("")
     return "\n".join(lines)

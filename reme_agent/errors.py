@@ -12,6 +12,7 @@ Our exception hierarchy::
     ├── PathError                            a vault-relative path that cannot be used
     │   ├── PathEscape                       `..`, absolute, or a symlink leading outside
     │   ├── NoteNotFound(path, suggestions)
+    │   ├── AmbiguousName(name, candidates) a note name that several notes answer to
     │   ├── NoteExists(path)
     │   └── NotText(path, reason)            binary, non-UTF-8 or too large
     ├── ParseError(path, line)               malformed frontmatter YAML
@@ -24,7 +25,8 @@ Our exception hierarchy::
     │   ├── WriteRefused(path)               a job's second broken rewrite: path blocked
     │   └── WriteSkipped(path)               a job gave up on a path that kept changing
     ├── InvalidArgument                      a tool was called with a bad value
-    │   └── ReadFirst(path)                  a job rewrote a note it had not read
+    │   ├── ReadFirst(path)                  a job rewrote a note it had not read
+    │   └── FrontmatterEditError             a property edit that would harm other keys
     ├── NoDecision                           a model's answer held no usable decision
     └── BackendError                         vector store / model backend failure
 
@@ -127,6 +129,16 @@ class NoteNotFound(PathError):
             else "Use `list` or `search` to find the right path."
         )
         super().__init__(f"No file at {path!r}.", path, hint)
+
+
+class AmbiguousName(PathError):
+    """A note name (not a path) that resolves to several notes, like an ambiguous [[link]]."""
+
+    def __init__(self, name: str, candidates: Sequence[str]) -> None:
+        self.candidates = list(candidates)
+        shown = ", ".join(self.candidates[:10]) + (" ..." if len(self.candidates) > 10 else "")
+        super().__init__(f"{name!r} names {len(self.candidates)} notes: {shown}.", name,
+                         "Pass one of these paths instead.")
 
 
 class NoteExists(PathError):
@@ -263,6 +275,11 @@ class ReadFirst(InvalidArgument):
         super().__init__(f"Refused rewrite of {path!r}: this job has not read it yet.",
                          f"Call read(path={path!r}) first, edit that text, then write it back.")
         self.path = path
+
+
+class FrontmatterEditError(InvalidArgument):
+    """A property edit that cannot be made line by line without harm (the reader would
+    refuse the result, or another key would change with it); nothing was written."""
 
 
 class NoDecision(ReMeError):

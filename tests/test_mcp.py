@@ -21,7 +21,8 @@ ATOMIC = {"search", "graph_traverse", "list", "read", "stat", "property_read", "
           "property_update", "property_delete", "link_remove", "tags_list", "tags_stat", "move",
           "copy",
           "delete", "upload", "download", "daily_read", "daily_list", "daily_write",
-          "daily_status", "lint_dangling", "lint_orphans", "lint_collisions", "lint_schema"}
+          "daily_status", "lint_dangling", "lint_orphans", "lint_collisions", "lint_schema",
+          "lint_alias_links"}
 
 
 TOKEN = "t0k-Jq9vX2mLr8sWc4Zp"

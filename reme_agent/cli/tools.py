@@ -93,25 +93,40 @@ def traverse_cmd(c: Ctx, paths: tuple[str, ...], direction: str, depth: int,
 @common
 @click.option("--folder", default="", help="Only check notes under this folder.")
 @click.option("--strict", is_flag=True, help="Exit with code 1 when anything is reported.")
-def lint_cmd(c: Ctx, folder: str, strict: bool) -> None:
-    """Report dangling links, orphans, name collisions and schema problems (never rewrites).
+@click.option("--fix", is_flag=True, help="Apply the safe fixes first (see above), then report.")
+def lint_cmd(c: Ctx, folder: str, strict: bool, fix: bool) -> None:
+    """Report dangling links, orphans, name collisions, links Obsidian cannot resolve and
+    schema problems (schema strictness per folder: the lint.strictness setting).
+
+    --fix applies only fixes that are safe and reversible: a link that resolves here only
+    through an alias, a title or a folder note ([[Wang Fang]]) is rewritten to name its file
+    and keep its text as shown text ([[王芳|Wang Fang]]): same target, same sentence, and
+    Obsidian resolves it too. Nothing else is changed (a missing key or a dangling link
+    needs a person's choice).
 
     \b
     Example:
       reme-agent lint --json
+      reme-agent lint --fix --strict
     """
     from reme_agent.toolkit import lint
 
     v = c.open()
     try:
+        fixed = lint.fix_alias_links(v, folder=folder) if fix else None
         results = {"dangling": lint.lint_dangling(v, folder=folder),
                    "orphans": lint.lint_orphans(v, folder=folder or "knowledge"),
                    "collisions": lint.lint_collisions(v, folder=folder),
+                   "alias_links": lint.lint_alias_links(v, folder=folder),
                    "schema": lint.lint_schema(v, folder=folder)}
     finally:
         v.close()
-    c.emit({k: dict(r) for k, r in results.items()},
-           "\n\n".join(f"== {k} ==\n{r.text}" for k, r in results.items()))
+    data = {k: dict(r) for k, r in results.items()}
+    text = "\n\n".join(f"== {k} ==\n{r.text}" for k, r in results.items())
+    if fixed is not None:
+        data["fixed"] = dict(fixed)
+        text = f"== fixed ==\n{fixed.text}\n\n{text}"
+    c.emit(data, text)
     if strict and any(r["count"] for r in results.values()):
         raise click.exceptions.Exit(1)
 

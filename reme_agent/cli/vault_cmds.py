@@ -36,21 +36,50 @@ def queue_overloaded(v: Vault, changed: list[str], source: str) -> list[dict[str
 
 @click.command("init")
 @common
-def init(c: Ctx) -> None:
+@click.option("--obsidian-exclude/--no-obsidian-exclude", default=None,
+              help="When the vault has a .obsidian/ folder, add audit/ and meta/ to Obsidian's "
+                   "Excluded files (userIgnoreFilters in .obsidian/app.json). Default: ask on "
+                   "a terminal (yes if you just press Enter), yes otherwise.")
+def init(c: Ctx, obsidian_exclude: bool | None) -> None:
     """Create a vault folder with the standard layout.
+
+    In a vault Obsidian already opened (a .obsidian/ folder exists), reme-agent's own
+    records (audit/) and derived signals (meta/) would show in Obsidian's search, graph and
+    link suggestions: `init` offers to add them to Obsidian's "Excluded files". The two
+    entries are merged into .obsidian/app.json (other settings untouched, the file replaced
+    atomically); remove them in Settings -> Files and links to undo.
 
     \b
     Example:
       reme-agent init --vault ./vault
+      reme-agent init --vault ~/Obsidian/Work --no-obsidian-exclude
     """
-    from reme_agent.schema.layout import init_layout
+    import sys
+
+    from reme_agent.schema.layout import AUDIT, META, init_layout
+    from reme_agent.schema.obsidian import OBSIDIAN_DIR, add_excluded_folders, excluded_folders
 
     v = c.open(create=True)
     try:
         made = init_layout(v.root)
     finally:
         v.close()
-    c.emit({"vault": str(v.root), "created": made}, f"vault ready at {v.root}")
+    data: dict[str, object] = {"vault": str(v.root), "created": made}
+    text = f"vault ready at {v.root}"
+    if (v.root / OBSIDIAN_DIR).is_dir():
+        wanted = [f"{AUDIT}/", f"{META}/"]
+        missing = [f for f in wanted if f.strip("/") not in
+                   {x.strip("/") for x in excluded_folders(v.root)}]
+        if missing and obsidian_exclude is None and sys.stdin.isatty() and not c.as_json:
+            obsidian_exclude = click.confirm(
+                f"Hide {' and '.join(missing)} from Obsidian (add them to its Excluded files)?",
+                default=True, err=True)
+        added = add_excluded_folders(v.root, missing) if missing and obsidian_exclude is not False \
+            else []
+        data["obsidian_excluded"] = added
+        if added:
+            text += f"; added {', '.join(added)} to Obsidian's Excluded files"
+    c.emit(data, text)
 
 
 @click.command("index")

@@ -42,8 +42,8 @@ from reme_agent.jobs.base import (
 )
 from reme_agent.jobs.guard import Done, Guard, Issue, JobResult
 from reme_agent.maintenance.followups import AUTOLINK, SPLIT
-from reme_agent.schema.layout import KNOWLEDGE, parse_daily_path
-from reme_agent.toolkit.daily import daily_read, daily_status, summary_path
+from reme_agent.schema.layout import KNOWLEDGE
+from reme_agent.toolkit.daily import daily_read, daily_status, is_daily_note
 from reme_agent.toolkit.lint import lint_schema
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ class DistillGuard(Guard):
         if name == "daily_status":
             return self._request_flip(path, args.get("status"))
         if name in ("property_update", "property_delete") and path \
-                and parse_daily_path(path) is not None:
+                and is_daily_note(self.vault, path):
             return self._daily_property(name, fn, args, path)
         return super().dispatch(name, fn, args, path)
 
@@ -206,8 +206,8 @@ def _check_dailies(vault: Vault, daily_paths: Sequence[str]) -> list[str]:
                               "see `daily_list`.")
     out = []
     for raw in daily_paths:
-        path = summary_path(raw)
-        daily_read(vault, path)  # raises NoteNotFound with close matches
+        path = daily_read(vault, raw)["path"]  # a workspace or an Obsidian day note; raises
+        # NoteNotFound with close matches
         if path not in out:
             out.append(path)
     return out

@@ -51,7 +51,7 @@ from reme_agent.errors import (
     WriteSkipped,
 )
 from reme_agent.schema.audit import append_audit
-from reme_agent.schema.layout import daily_path
+from reme_agent.toolkit.daily import daily_write_path, entry_body
 from reme_agent.toolkit.results import ToolResult
 
 if TYPE_CHECKING:
@@ -271,7 +271,8 @@ class Guard:
             raise StampChanged(path, stamp, stamp_now)
         if new_body is None:
             return  # frontmatter only: the body (and so every link) stays byte for byte
-        problems = self.rewrite_problems(path, split_note(text, path).body, new_body)
+        old_body = entry_body(self.vault, path, text, args.get("slug"))  # a day note: its section
+        problems = self.rewrite_problems(path, old_body, new_body)
         if problems:
             raise SectionViolation(path, problems)
 
@@ -384,9 +385,9 @@ class Guard:
         if name == "daily_write":
             slug = args.get("slug")
             day = args.get("date") or self.today.isoformat()
-            try:
-                return daily_path(str(day).strip(), str(slug)) if slug else None
-            except ValueError:
+            try:  # the workspace note, or the Obsidian day note the section goes into
+                return daily_write_path(self.vault, str(day).strip(), str(slug)) if slug else None
+            except (ValueError, ReMeError):
                 return None
         raw = args.get("path")
         if not isinstance(raw, str) or not raw.strip():
@@ -397,7 +398,7 @@ class Guard:
             try:
                 return summary_path(raw)
             except ReMeError:
-                return None
+                return norm_path(raw)  # an Obsidian day note is its own path
         return norm_path(raw)
 
     def current(self, path: str) -> tuple[str, str] | None:

@@ -31,7 +31,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from reme_agent.engine.cas import redo_on_stamp_change
-from reme_agent.engine.parser import split_note
 from reme_agent.engine.queue import WorkQueue
 from reme_agent.errors import InvalidArgument, ModelNotConfigured, ReMeError, StampChanged
 from reme_agent.jobs.base import (
@@ -47,7 +46,7 @@ from reme_agent.jobs.base import (
 from reme_agent.jobs.guard import Guard, JobResult, norm_path
 from reme_agent.jobs.turns import Turn, TurnLedger, number_turns, session_key
 from reme_agent.schema.layout import DAILY, parse_daily_path, slugify
-from reme_agent.toolkit.daily import daily_list
+from reme_agent.toolkit.daily import daily_list, entry_body, is_daily_note
 from reme_agent.toolkit.registry import get_tool
 
 if TYPE_CHECKING:
@@ -269,7 +268,7 @@ class SyncGuard(Guard):
         self.recent = recent
 
     def check_allowed(self, name: str, path: str, args: dict[str, Any]) -> None:
-        if parse_daily_path(path) is None:
+        if not is_daily_note(self.vault, path):
             raise InvalidArgument(f"Refused: the synchronizer writes only daily notes, not "
                                   f"{path!r}.", "Use daily_write; the distiller writes knowledge.")
 
@@ -302,7 +301,9 @@ class SyncGuard(Guard):
             if current is None:
                 return Guard.dispatch(self, name, fn, args, path)
             text, stamp = current
-            merged = merge_sections(split_note(text, path).body, args["body"])
+            # merged into the task's own text: the note's body, or its day-note section
+            merged = merge_sections(entry_body(self.vault, path, text, args.get("slug")),
+                                    args["body"])
             self._old[path] = text
             return fn(**dict(args, body=merged, mode="replace", stamp=stamp))
 

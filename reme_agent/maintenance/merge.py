@@ -48,8 +48,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from reme_agent.engine.cas import MAX_REDOS
+from reme_agent.engine.fmedit import edit_frontmatter
 from reme_agent.engine.names import note_aliases, note_title
-from reme_agent.engine.parser import dump_note, split_note
+from reme_agent.engine.parser import normalize_eol, restore_eol, split_note
 from reme_agent.engine.retarget import edge_keys, retarget, rewrite_links
 from reme_agent.engine.transaction import Transaction
 from reme_agent.engine.view import VaultView
@@ -365,7 +366,8 @@ def plan_merge(vault: Vault, view: VaultView, members: list[str], now: datetime,
         moved, _ = rewrite_links(body_l, loser, winner, view.resolver, after, path_map, losers)
         heading, rest = _split_h1(moved)
         parts.append(f"## {heading or view.title(loser)}\n\n{rest.strip()}".rstrip())
-    merged_body = "\n\n".join(p for p in parts if p) + "\n"
+    win = split_note(texts[winner], winner)
+    merged_body = restore_eol("\n\n".join(normalize_eol(p) for p in parts if p) + "\n", win.eol)
     # Conservation (DESIGN §5): every outbound edge of every member survives the merge.
     old: set[tuple[str, str | None]] = set()
     for p in [winner, *losers]:
@@ -374,7 +376,9 @@ def plan_merge(vault: Vault, view: VaultView, members: list[str], now: datetime,
     lost = old - new
     if lost:
         raise ConservationViolation(winner, {(t.lstrip("\0"), pr) for t, pr in lost})
-    tx.write(winner, dump_note(fm, "") + merged_body)
+    old_fm = win.frontmatter
+    tx.write(winner, edit_frontmatter(win.head + merged_body, fm,
+                                      [k for k in old_fm if k not in fm], winner))
     for loser in losers:
         tx.delete(loser)
     retargeted = retarget(tx, view, path_map, after, force=losers, exclude={winner, *losers},

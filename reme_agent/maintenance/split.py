@@ -39,9 +39,18 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from reme_agent.engine.fmedit import edit_frontmatter
 from reme_agent.engine.links import LinkResolver
+from reme_agent.engine.linkstyle import format_link
 from reme_agent.engine.names import note_aliases, note_title
-from reme_agent.engine.parser import Block, dump_note, parse_note, split_note
+from reme_agent.engine.parser import (
+    Block,
+    dump_note,
+    normalize_eol,
+    parse_note,
+    restore_eol,
+    split_note,
+)
 from reme_agent.engine.retarget import edge_keys, rewrite_links
 from reme_agent.engine.tokenize import estimate_tokens
 from reme_agent.engine.transaction import Transaction
@@ -263,8 +272,8 @@ def build_split(vault: Vault, view: VaultView, proposal: SplitProposal, plan: Sp
     if not plan.overview.strip():
         raise WriteConflict("The plan has no parent overview.", "Write the overview.")
     text = tx.read(parent)
-    parts = split_note(text, parent)
-    fm, body = parts.frontmatter, parts.body
+    src = split_note(text, parent)
+    fm, body = src.frontmatter, normalize_eol(src.body)
     note = parse_note(parent, text)
     if [b.hash for b in note.blocks] != proposal.hashes:
         raise StaleProposal(f"{parent!r} changed since the split was proposed.",
@@ -290,20 +299,20 @@ def build_split(vault: Vault, view: VaultView, proposal: SplitProposal, plan: Sp
         child_fms[path] = cfm
     after = view.after({}, added={p: note_aliases(f) for p, f in child_fms.items()})
     h1 = _h1(body)
+    style = vault.settings.links.style
     child_texts: dict[str, str] = {}
     for child, path, idx in zip(plan.children, paths, proposal.clusters, strict=True):
         raw = child.body if child.body is not None else _child_default_body(note.blocks, idx, h1)
         fixed, _ = rewrite_links(raw, parent, path, view.resolver, after, {})
-        cbody = (f"# {child.title.strip()}\n\n{fixed.strip()}\n\n"
-                 f"part_of:: [[{parent}|{title}]]\n")
+        up = format_link(parent, after, style, title, path)
+        cbody = f"# {child.title.strip()}\n\n{fixed.strip()}\n\npart_of:: {up}\n"
         child_texts[path] = dump_note(child_fms[path], cbody)
-    parts = "\n".join(f"- has_part:: [[{p}|{c.title.strip()}]]"
-                      for p, c in zip(paths, plan.children, strict=True))
+    part_lines = "\n".join(f"- has_part:: {format_link(p, after, style, c.title.strip(), parent)}"
+                           for p, c in zip(paths, plan.children, strict=True))
     overview = plan.overview.strip()
-    new_body = (f"{h1}\n\n" if h1 else "") + f"{overview}\n\n## Parts\n\n{parts}\n"
+    new_body = (f"{h1}\n\n" if h1 else "") + f"{overview}\n\n## Parts\n\n{part_lines}\n"
     if body.startswith("\n"):
         new_body = "\n" + new_body
-    new_fm = {**fm, "updated": stamp}
 
     # E-2: parent_new ∪ children ⊇ parent_old (resolved edges, before anything is written).
     old_edges = edge_keys(body, parent, view.resolver)
@@ -315,7 +324,8 @@ def build_split(vault: Vault, view: VaultView, proposal: SplitProposal, plan: Sp
         raise ConservationViolation(parent, {(t.lstrip("\0"), p) for t, p in lost})
     # E-3: nothing else is written, and every existing link resolves as before.
     _check_resolution(view, after)
-    tx.write(parent, dump_note(new_fm, "") + new_body)
+    tx.write(parent, edit_frontmatter(src.head + restore_eol(new_body, src.eol),
+                                      {"updated": stamp}, path=parent))
     for path, ctext in child_texts.items():
         tx.create(path, ctext)
     planned = tx.planned

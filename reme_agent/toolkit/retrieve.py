@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from reme_agent.errors import InvalidArgument, NoteNotFound
+from reme_agent.errors import AmbiguousName, InvalidArgument, NoteNotFound
 from reme_agent.toolkit.results import ToolResult, tool
 
 if TYPE_CHECKING:
@@ -96,6 +96,8 @@ def _resolve_seeds(vault: Vault, seeds: list[str]) -> list[str]:
         if hit is None:
             if vault.store.exists(norm):
                 hit = norm  # a file the index has not seen yet: it simply has no edges
+            elif len(cands := vault.indexer.resolver.ambiguous(seed)) > 1:
+                raise AmbiguousName(seed, cands)
             else:
                 raise NoteNotFound(norm, vault.store.suggest(norm))
         out.append(hit)

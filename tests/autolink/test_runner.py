@@ -25,9 +25,9 @@ def test_queue_item_links_the_new_node_and_its_mentions_elsewhere(make_vault) ->
                         payload={"level": "L1"}, source="distiller")
     (item,) = drain(vault).ran  # the default wiring: auto-link L1, no model needed
     assert item.status == "done", item.error
-    assert f"the [[{GW}|API gateway]] enforces it" in body_of(vault, RATE)
-    assert f"enforces the [[{RATE}|rate limit]]" in body_of(vault, GW)
-    assert f"on [[{RATE}|rate limit]] errors" in body_of(vault, AUTH)
+    assert "the [[api-gateway|API gateway]] enforces it" in body_of(vault, RATE)
+    assert "enforces the [[rate-limit|rate limit]]" in body_of(vault, GW)
+    assert "on [[rate-limit|rate limit]] errors" in body_of(vault, AUTH)
     # inbound links are visible in the graph at once (the notes were re-indexed)
     assert {s for s, _ in vault.graph.inbound(RATE)} == {GW, AUTH}
 

@@ -76,7 +76,7 @@ def test_worker_once_runs_what_is_pending_and_exits(vault: Vault) -> None:
     assert [(i["id"], i["status"]) for i in data["ran"]] == [(item.id, "done")]
     assert data["waiting"] == {"split": 1} and "no model configured" in data["why_waiting"]["split"]
     assert f"worker: running autolink {GW}" in err and "not running split items" in err
-    assert f"[[{RATE}|rate limit]]" in vault.store.read_text(GW)
+    assert "[[rate-limit|rate limit]]" in vault.store.read_text(GW)
     assert [(i.kind, i.status) for i in vault.queue.items()] == [("autolink", "done"),
                                                                   ("split", "pending")]
 
@@ -138,7 +138,7 @@ def test_watch_with_worker_links_queued_notes_and_queues_a_split_for_a_hand_edit
     try:
         wait_for(lambda: vault.queue.get(item.id).status == "done", proc,
                  "the worker did not run the queued item")
-        assert f"[[{RATE}|rate limit]]" in vault.store.read_text(GW)
+        assert "[[rate-limit|rate limit]]" in vault.store.read_text(GW)
         (vault.root / BIG).write_text(grown(), encoding="utf-8")  # a hand edit
         wait_for(lambda: [i.path for i in vault.queue.pending("split")] == [BIG], proc,
                  "the hand edit was not queued for a split")

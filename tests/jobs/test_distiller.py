@@ -113,7 +113,8 @@ def test_distiller_link_only_adds_one_predicate_line(vault, queue) -> None:
         [TextBlock(text="Linked.")],
     ], queue, flip_status=False)
 
-    assert text_of(vault, AUTH) == before + f"uses:: [[{JWT}]]\n"
+    # the model named the target by full path; the file gets the vault's (shortest) style
+    assert text_of(vault, AUTH) == before + "uses:: [[jwt-key-rotation]]\n"
     assert [(e.source, e.target, e.predicate) for e in result.linked] == [(AUTH, JWT, "uses")]
     assert result.flipped == [] and status(vault, DAILY_JWT) == "active"
 
@@ -369,7 +370,7 @@ def test_the_distiller_returns_with_its_follow_ups_pending(vault) -> None:
     ])
     result = run_distiller(vault, [DAILY_JWT], model=model, today=TODAY, flip_status=False)
     assert [(i.kind, i.path, i.status) for i in result.enqueued] == [("autolink", NEW, "pending")]
-    assert f"[[{AUTH}|auth service]]" not in vault.store.read_text(NEW)  # not linked yet
+    assert "[[auth-service|auth service]]" not in vault.store.read_text(NEW)  # not linked yet
     assert [(i.id, i.status) for i in vault.queue.pending()] == \
         [(result.enqueued[0].id, "pending")]
     assert "queued autolink: " + NEW + " (pending)" in result.render()
@@ -379,7 +380,7 @@ def test_the_distiller_returns_with_its_follow_ups_pending(vault) -> None:
 
     report = drain(vault)
     assert [(i.kind, i.path, i.status) for i in report.ran] == [("autolink", NEW, "done")]
-    assert f"[[{AUTH}|auth service]]" in vault.store.read_text(NEW)  # mention linked, text kept
+    assert "[[auth-service|auth service]]" in vault.store.read_text(NEW)  # mention linked, text kept
     assert report.changed == [NEW] and vault.queue.pending() == []
 
 

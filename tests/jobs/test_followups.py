@@ -108,7 +108,7 @@ def test_a_kill_9_between_enqueue_and_drain_loses_no_item(root: Path) -> None:
     ((item_id, kind, path, status),) = json.loads(line)
     assert (kind, path, status) == ("autolink", NEW, "pending")
     kill(proc)
-    assert f"[[{AUTH}|auth service]]" not in (root / NEW).read_text(encoding="utf-8")
+    assert "[[auth-service|auth service]]" not in (root / NEW).read_text(encoding="utf-8")
 
     out = subprocess.run([sys.executable, "-m", "reme_agent", "worker", "--once", "--json",
                           "--vault", str(root)], capture_output=True, text=True, env=ENV,
@@ -117,7 +117,7 @@ def test_a_kill_9_between_enqueue_and_drain_loses_no_item(root: Path) -> None:
     ran = json.loads(out.stdout)["ran"]
     assert [(i["id"], i["kind"], i["status"]) for i in ran] == [(item_id, "autolink", "done")]
     assert f"worker: done autolink {NEW}" in out.stderr
-    assert f"[[{AUTH}|auth service]]" in (root / NEW).read_text(encoding="utf-8")
+    assert "[[auth-service|auth service]]" in (root / NEW).read_text(encoding="utf-8")
 
 
 def test_an_item_whose_drainer_is_killed_mid_run_runs_again_after_the_lease(root: Path) -> None:
@@ -137,7 +137,7 @@ def test_an_item_whose_drainer_is_killed_mid_run_runs_again_after_the_lease(root
         vault.queue.clock = lambda: time.time() + LEASE_SECONDS + 1
         (again,) = drain(vault).ran            # expired: the default wiring runs it again
         assert (again.id, again.status, again.attempts) == (item.id, "done", 2)
-        assert f"[[{AUTH}|auth service]]" in text_of(vault, NEW)
+        assert "[[auth-service|auth service]]" in text_of(vault, NEW)
     finally:
         vault.close()
 
@@ -218,7 +218,7 @@ def test_the_session_end_hook_returns_with_the_follow_ups_queued(vault: Vault) -
         {"role": "user", "content": "rotate keys"}]}, model=model, today=TODAY)
     enqueued = report["distill"]["enqueued"]
     assert [(i["kind"], i["path"], i["status"]) for i in enqueued] == [("autolink", NEW, "pending")]
-    assert f"[[{AUTH}|auth service]]" not in text_of(vault, NEW)
+    assert "[[auth-service|auth service]]" not in text_of(vault, NEW)
     vault.close()
     later = open_vault(vault.root, SETTINGS)  # e.g. the next process
     try:

@@ -136,7 +136,9 @@ def test_the_inherits_link_is_added_in_code_when_the_model_forgets_it(vault) -> 
                    body="## Progress\n- Deployed the verifier.\n")],
         [TextBlock(text="ok")],
     ])
-    assert body(vault, TODAY_JWT).startswith(f"# JWT rotation\n\ninherits:: [[{DAILY_JWT}]]\n")
+    # written in the vault's style: the name alone would be ambiguous (today's note has it)
+    shortest = DAILY_JWT.removesuffix(".md")
+    assert body(vault, TODAY_JWT).startswith(f"# JWT rotation\n\ninherits:: [[{shortest}]]\n")
     assert [e.predicate for e in result.linked] == ["inherits"]
 
 
@@ -256,3 +258,35 @@ def test_section_rules_merge_and_check() -> None:
     assert section_problems(old, merged) == []
     problems = section_problems(old, "# T\n\n## 目标\n变了\n")
     assert len(problems) == 3  # objective changed, 进展 and Notes lost lines
+
+
+# -- a vault with Obsidian day notes ------------------------------------------------------
+DAY = f"daily/{TODAY.isoformat()}.md"
+
+
+def test_in_a_vault_with_day_notes_updates_merge_into_the_tasks_section(vault) -> None:
+    vault.store.write(DAY, "# Monday\n\nMy own notes.\n")
+    first, _ = sync(vault, [
+        [tool_call("c1", "daily_write", slug="dual-key-rollout", title="Dual-key rollout",
+                   body="## Objective\nRoll out the verifier.\n\n## Progress\n- Step one.\n")],
+        [TextBlock(text="ok")]])
+    assert first.ok and first.written == [DAY], first
+    more = [*CHAT, {"role": "user", "content": "Step two is done too."}]  # a new turn
+    second, _ = sync(vault, [
+        [tool_call("c1", "daily_write", slug="dual-key-rollout", mode="append",
+                   body="## Objective\nSomething else.\n\n## Progress\n- Step two.\n")],
+        [TextBlock(text="ok")]], messages=more)
+    assert second.ok and second.written == [DAY], second
+    assert body(vault, DAY) == ("# Monday\n\nMy own notes.\n\n# dual-key-rollout\n\n"
+                                "## Objective\nRoll out the verifier.\n\n"
+                                "## Progress\n- Step one.\n- Step two.\n")
+    assert not (vault.root / f"daily/{TODAY.isoformat()}/dual-key-rollout").exists()
+
+
+def test_transcript_mode_writes_into_the_day_note(vault) -> None:
+    vault.store.write(DAY, "# Monday\n")
+    result = run_synchronizer(vault, CHAT, mode="transcript", session_id="s-7", today=TODAY)
+    assert result.ok and result.written == [DAY]
+    text = body(vault, DAY)
+    assert text.startswith("# Monday\n\n# session-s-7\n\n## Transcript ")
+    assert "**user**: Let's rotate the JWT keys" in text

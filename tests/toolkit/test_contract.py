@@ -42,6 +42,7 @@ CONTRACT: dict[str, tuple[str, list[str], bool, bool]] = {
     "lint_orphans": ("lint", ["folder"], True, False),
     "lint_collisions": ("lint", ["folder"], True, False),
     "lint_schema": ("lint", ["folder"], True, False),
+    "lint_alias_links": ("lint", ["folder"], True, False),
 }
 
 
@@ -111,7 +112,7 @@ def test_agentscope_flags_follow_the_table(vault) -> None:
 def test_groups_and_only_narrow_the_toolkit(vault) -> None:
     names = [s.name for s in select(groups=["retrieve", "lint"])]
     assert names == ["search", "graph_traverse", "lint_dangling", "lint_orphans",
-                     "lint_collisions", "lint_schema"]
+                     "lint_collisions", "lint_schema", "lint_alias_links"]
     toolkit = build_toolkit(vault, only=["search", "read", "write"], tier="expert")
     got = [s["function"]["name"] for s in asyncio.run(toolkit.get_tool_schemas())]
     assert got == ["search", "read", "write"]
@@ -183,6 +184,7 @@ GOOD_CALLS: dict[str, tuple[dict, str]] = {
     "lint_orphans": ({}, "No orphans."),
     "lint_collisions": ({}, "No name collisions."),
     "lint_schema": ({}, "No notes with schema errors."),
+    "lint_alias_links": ({}, "No links Obsidian does not resolve."),
 }
 BAD_CALLS: dict[str, dict] = {
     "search": {"query": "   "},
@@ -211,6 +213,7 @@ BAD_CALLS: dict[str, dict] = {
     "lint_orphans": {"folder": "nowhere"},
     "lint_collisions": {"folder": "nowhere"},
     "lint_schema": {"folder": ["knowledge"]},
+    "lint_alias_links": {"folder": "nowhere"},
 }
 
 

@@ -133,7 +133,8 @@ class AutoLinker:
                                            self.settings.min_name_chars)
         return L1Context.build(index, scan.resolver,
                                first_mention_only=self.settings.first_mention_only,
-                               judge=self.judge, max_redos=self.max_redos)
+                               judge=self.judge, max_redos=self.max_redos,
+                               style=self.vault.settings.links.style)
 
     # -- L1 ----------------------------------------------------------------------------
     def link_note(self, path: str, *, dry_run: bool = False,
