@@ -88,6 +88,20 @@ class SearchSettings(_Section):
         {"knowledge": 1.0, "daily": 0.98, "resource": 0.96},
         description="R-2 tie-break: knowledge > daily > resource (multiplied into the score).")
     signals_max_age_days: float = Field(14.0, description="Warn when meta signals are older.")
+    # -- what the query says beyond text relevance (recall/evidence.py; evals/README.md) --
+    use_names: bool = Field(True, description="Names (title, aliases, stem, headings) are "
+                            "a field: a note the query names is a candidate and rises; one "
+                            "whose name is the query ranks first.")
+    use_relations: bool = Field(True, description="Follow predicate links of a named note "
+                                "when the query asks for that relation (who owns X).")
+    use_phrases: bool = Field(True, description="A note holding the query verbatim ranks "
+                              "first (after exact names).")
+    name_weight: float = Field(1.0, ge=0.0, description="Added to the text score times the "
+                               "name match strength (0..1).")
+    relation_weight: float = Field(1.0, ge=0.0, description="Added to the text score of a "
+                                   "relation answer times its subject's name strength.")
+    neighbour_weight: float = Field(0.5, ge=0.0, description="Notes linked to a named note: "
+                                    "text score x (1 + weight x name strength).")
 
 
 class ModelSettings(_Section):

@@ -220,6 +220,32 @@ class IndexState:
                     out.append((bid, path, json.loads(tokens)))
         return out
 
+    def name_sources(self, paths: Iterable[str] | None = None
+                     ) -> dict[str, tuple[str, list[str]]]:
+        """path -> (start of its first block, its headings in order): the body-side inputs of
+        a note's names (an H1 title, section headings), without reading whole blocks."""
+        sql = ("SELECT path, idx, heading, CASE WHEN idx = 0 THEN substr(text, 1, 400) "
+               "ELSE '' END FROM blocks WHERE (idx = 0 OR heading IS NOT NULL)")
+        out: dict[str, tuple[str, list[str]]] = {}
+        with self._lock:
+            if paths is None:
+                rows = self._db.execute(sql + " ORDER BY path, idx").fetchall()
+            else:
+                rows = []
+                wanted = list(dict.fromkeys(paths))
+                for start in range(0, len(wanted), 500):
+                    chunk = wanted[start:start + 500]
+                    marks = ",".join("?" * len(chunk))
+                    rows += self._db.execute(f"{sql} AND path IN ({marks}) ORDER BY path, idx",
+                                             chunk).fetchall()
+        for path, idx, heading, text in rows:
+            first, heads = out.setdefault(path, ("", []))
+            if idx == 0:
+                out[path] = (text, heads)
+            if heading and (not heads or heads[-1] != heading):
+                heads.append(heading)
+        return out
+
     def all_block_ids(self) -> set[str]:
         with self._lock:
             return {r[0] for r in self._db.execute("SELECT id FROM blocks")}

@@ -45,6 +45,7 @@ class FactorContext:
     communities: dict[str, int] | None = None
     seed_communities: frozenset[int] = frozenset()
     last_hits: dict[str, datetime] | None = None
+    evidence: Any = None          # recall.evidence.QueryEvidence of the query, if gathered
 
 
 def centrality(in_degree: int, alpha: float) -> float:

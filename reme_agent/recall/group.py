@@ -55,6 +55,8 @@ class NodeResult:
     score: float
     factors: dict[str, float]     # base, centrality, community, recency, layer
     chunks: list[ChunkResult] = field(default_factory=list)
+    match: dict[str, Any] | None = None   # why beyond text: a name, a relation, a phrase
+    weak: bool = False            # below the relevance floor: a guess, not an answer
 
 
 class NodeCatalog:
@@ -131,13 +133,14 @@ def catalog_for(vault: Vault) -> NodeCatalog:
 
 def group_by_node(hits: list[BlockHit], scores: dict[str, float],
                   factors: dict[str, dict[str, float]], catalog: NodeCatalog, *,
-                  top_chunks_per_path: int, limit: int,
-                  block_decay: float = 0.0) -> list[NodeResult]:
+                  top_chunks_per_path: int, limit: int, block_decay: float = 0.0,
+                  tiers: dict[str, int] | None = None) -> list[NodeResult]:
     """Ranked blocks -> ranked nodes (`scores` by block id, `factors` by path).
 
     A node scores its best block plus `block_decay`^i times its (i+1)-th best block
     (0 = best block only): a note matching the query in several places outranks one lucky
     block. The LoCoMo eval measured +0.021 session MRR at 0.3 (evals/README.md).
+    `tiers` (path -> tier, default 0) sort before the score: a note the query names.
     """
     by_path: dict[str, list[BlockHit]] = {}
     for hit in sorted(hits, key=lambda h: (-scores[h.block_id], h.path, h.start_line)):
@@ -154,7 +157,8 @@ def group_by_node(hits: list[BlockHit], scores: dict[str, float],
             factors={"base": best.base, **factors.get(path, {})},
             chunks=[ChunkResult(b.block_id, b.start_line, b.end_line, b.text, scores[b.block_id])
                     for b in blocks[:top_chunks_per_path]]))
-    nodes.sort(key=lambda n: (-n.score, n.path))
+    tier = tiers or {}
+    nodes.sort(key=lambda n: (-tier.get(n.path, 0), -n.score, n.path))
     return nodes[:limit]
 
 

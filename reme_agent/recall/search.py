@@ -23,8 +23,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from reme_agent.engine.tokenize import tokenize
 from reme_agent.errors import InvalidArgument
 from reme_agent.recall.candidates import BlockHit, hybrid_candidates
+from reme_agent.recall.evidence import extra_block_ids, gather
 from reme_agent.recall.expand import MAX_DEPTH, expand_links
 from reme_agent.recall.factors import (
     FactorContext,
@@ -149,9 +151,13 @@ def search(vault: Vault, query: str, *, limit: int = 10, include_archived: bool 
                         candidates=max(opts.candidates, limit * per_node))
     scores = {h.block_id: h.score for h in hits}
     factors = {h.path: h.factors for h in hits}
+    ev = ctx.evidence
     results = group_by_node(hits, scores, factors, ctx.catalog,
                             top_chunks_per_path=per_node, limit=limit,
-                            block_decay=opts.node_block_decay)
+                            block_decay=opts.node_block_decay,
+                            tiers={p: ev.tier(p) for p in factors})
+    for node in results:
+        node.match = ev.match_of(node.path)
 
     expansion: list[dict[str, Any]] = []
     if depth and results:
@@ -213,11 +219,15 @@ def _ranked(vault: Vault, query: str, opts: SearchSettings, *, include_archived:
             now: datetime | None, candidates: int) -> tuple[list[BlockHit], FactorContext]:
     allowed = _excluder(vault, include_archived, prefix=prefix, layers=layers)
     strict = bool(prefix or layers)
+    vault.ready()
+    tokens = tokenize(query)
+    evidence = gather(vault, query, tokens, opts)
+    extra = extra_block_ids(vault, [p for p in evidence.paths() if allowed(p)])
     hits = hybrid_candidates(
         vault, query, fusion=opts.fusion, vector_weight=opts.vector_weight, rrf_k=opts.rrf_k,
         candidates=candidates, query_rewrite=query_rewrite, allowed_path=allowed,
         # An exclusion-only filter (hidden layers, archived) drops few candidates.
-        vector_overfetch=4.0 if strict else 1.5)
+        vector_overfetch=4.0 if strict else 1.5, tokens=tokens, extra_ids=extra)
     catalog = catalog_for(vault)
     catalog.sync()
     communities = vault.signals.communities() if opts.use_community else None
@@ -225,13 +235,14 @@ def _ranked(vault: Vault, query: str, opts: SearchSettings, *, include_archived:
     ctx = FactorContext(
         options=opts, graph=vault.graph, catalog=catalog, now=now or utc_now(),
         communities=communities, seed_communities=seed_communities(seeds, communities),
-        last_hits=vault.signals.last_hits() if opts.use_recency else None)
+        last_hits=vault.signals.last_hits() if opts.use_recency else None,
+        evidence=evidence)
     per_path: dict[str, dict[str, float]] = {}
     for hit in hits:
         f = per_path.get(hit.path)
         if f is None:
             f = per_path[hit.path] = node_factors(ctx, hit.path)
         hit.factors = f
-        hit.score = combine(hit.base, f)
-    hits.sort(key=lambda h: (-h.score, h.path, h.start_line))
+        hit.score = combine(evidence.boosted(hit, opts), f)
+    hits.sort(key=lambda h: (-evidence.tier(h.path), -h.score, h.path, h.start_line))
     return hits, ctx
