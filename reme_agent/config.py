@@ -102,6 +102,15 @@ class SearchSettings(_Section):
                                    "relation answer times its subject's name strength.")
     neighbour_weight: float = Field(0.5, ge=0.0, description="Notes linked to a named note: "
                                     "text score x (1 + weight x name strength).")
+    use_floor: bool = Field(True, description="Mark results below the relevance floor "
+                            "`weak` (recall/floor.py); the text says 'no good match'.")
+    floor_coverage: float = Field(
+        0.5, ge=0.0, le=1.0, description="Weak below this idf-weighted share of the query's "
+        "terms in the note's best block (and below floor_cosine). Calibrated on kvault + LoCoMo.")
+    floor_cosine: dict[str, float] = Field(
+        {"use": 0.30, "hash": 0.30, "e5": 0.80},
+        description="Per embedder: weak below this raw cosine (and below floor_coverage); an "
+        "embedder not listed is judged by coverage alone.")
 
 
 class ModelSettings(_Section):

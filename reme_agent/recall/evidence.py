@@ -47,6 +47,7 @@ class QueryEvidence:
     neighbours: dict[str, float] = field(default_factory=dict)   # path -> subject strength
     phrases: dict[str, str] = field(default_factory=dict)        # block id -> path
     phrase_notes: set[str] = field(default_factory=set)
+    asked: set[str] = field(default_factory=set)   # predicates the query asks about
 
     def paths(self) -> list[str]:
         """Notes whose blocks must be candidates: named notes, answers, neighbours."""
@@ -110,6 +111,7 @@ def gather(vault: Vault, query: str, tokens: list[str], opts: SearchSettings) ->
     if opts.use_relations and subjects and not whole:
         graph = vault.graph
         ev.relations = follow(graph, subjects, query)
+        ev.asked = {r.predicate for r in ev.relations.values()}
         top = sorted(subjects.values(), key=lambda m: (-m.strength, m.path))[:2]
         for m in top:
             for other, _ in [*graph.outbound(m.path), *graph.inbound(m.path)]:

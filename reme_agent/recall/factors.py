@@ -22,7 +22,7 @@ Each factor is 1.0 when switched off in the options or when its signal is missin
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +46,7 @@ class FactorContext:
     seed_communities: frozenset[int] = frozenset()
     last_hits: dict[str, datetime] | None = None
     evidence: Any = None          # recall.evidence.QueryEvidence of the query, if gathered
+    tokens: list[str] = field(default_factory=list)   # the query's keyword tokens
 
 
 def centrality(in_degree: int, alpha: float) -> float:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -134,13 +134,16 @@ def catalog_for(vault: Vault) -> NodeCatalog:
 def group_by_node(hits: list[BlockHit], scores: dict[str, float],
                   factors: dict[str, dict[str, float]], catalog: NodeCatalog, *,
                   top_chunks_per_path: int, limit: int, block_decay: float = 0.0,
-                  tiers: dict[str, int] | None = None) -> list[NodeResult]:
+                  tiers: dict[str, int] | None = None,
+                  shown: Callable[[list[BlockHit]], list[BlockHit]] | None = None
+                  ) -> list[NodeResult]:
     """Ranked blocks -> ranked nodes (`scores` by block id, `factors` by path).
 
     A node scores its best block plus `block_decay`^i times its (i+1)-th best block
     (0 = best block only): a note matching the query in several places outranks one lucky
     block. The LoCoMo eval measured +0.021 session MRR at 0.3 (evals/README.md).
     `tiers` (path -> tier, default 0) sort before the score: a note the query names.
+    `shown` reorders a kept node's blocks for display (default: by score).
     """
     by_path: dict[str, list[BlockHit]] = {}
     for hit in sorted(hits, key=lambda h: (-scores[h.block_id], h.path, h.start_line)):
@@ -159,7 +162,14 @@ def group_by_node(hits: list[BlockHit], scores: dict[str, float],
                     for b in blocks[:top_chunks_per_path]]))
     tier = tiers or {}
     nodes.sort(key=lambda n: (-tier.get(n.path, 0), -n.score, n.path))
-    return nodes[:limit]
+    nodes = nodes[:limit]
+    if shown is not None:
+        for node in nodes:
+            blocks = shown(by_path[node.path])
+            node.chunks = [ChunkResult(b.block_id, b.start_line, b.end_line, b.text,
+                                       scores[b.block_id])
+                           for b in blocks[:top_chunks_per_path]]
+    return nodes
 
 
 def _node_score(ordered: list[float], decay: float) -> float:

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from reme_agent.engine.state import IndexState
     from reme_agent.vault import Vault
 
-__all__ = ["NameIndex", "NameMatch", "index_for", "osa_distance"]
+__all__ = ["NameIndex", "NameMatch", "index_for", "note_name_tokens", "osa_distance"]
 
 MAX_SHARED = 5          # a name more notes share is a common word, not a name
 MAX_HEADING_NOTES = 2   # a heading more notes share ("Overview") names no note
@@ -106,7 +106,8 @@ def osa_distance(a: str, b: str, limit: int) -> int:
 
 
 @functools.lru_cache(maxsize=1 << 15)
-def _name_tokens(name: str) -> tuple[str, ...]:
+def note_name_tokens(name: str) -> tuple[str, ...]:
+    """A name's distinct keyword tokens (the keyword projection's tokenizer), cached."""
     return tuple(dict.fromkeys(tokenize(name)))
 
 
@@ -169,7 +170,7 @@ class NameIndex:
                     first, heads = sources.get(path, ("", []))
                     for name, field in note_names(path, row.frontmatter, first, heads):
                         self._add(_Entry(path, name, field, compact(name), spaced(name),
-                                         _name_tokens(name)))
+                                         note_name_tokens(name)))
             if changed or gone:
                 self._automaton = None
             self._stamps = stamps

@@ -34,6 +34,7 @@ from reme_agent.recall.factors import (
     node_factors,
     seed_communities,
 )
+from reme_agent.recall.floor import mark_weak
 from reme_agent.recall.group import (
     ChunkResult,
     NodeResult,
@@ -41,6 +42,7 @@ from reme_agent.recall.group import (
     group_by_node,
 )
 from reme_agent.recall.signals import utc_now
+from reme_agent.recall.snippets import order_chunks
 from reme_agent.schema.layout import AUDIT, META, TOP_FOLDERS, layer_of
 
 if TYPE_CHECKING:
@@ -155,9 +157,12 @@ def search(vault: Vault, query: str, *, limit: int = 10, include_archived: bool 
     results = group_by_node(hits, scores, factors, ctx.catalog,
                             top_chunks_per_path=per_node, limit=limit,
                             block_decay=opts.node_block_decay,
-                            tiers={p: ev.tier(p) for p in factors})
+                            tiers={p: ev.tier(p) for p in factors},
+                            shown=lambda blocks: order_chunks(vault, ctx.tokens, blocks,
+                                                              ev.asked))
     for node in results:
         node.match = ev.match_of(node.path)
+    mark_weak(vault, results, hits, ctx.tokens, ev, opts, vault.settings.embedder.name)
 
     expansion: list[dict[str, Any]] = []
     if depth and results:
@@ -236,7 +241,7 @@ def _ranked(vault: Vault, query: str, opts: SearchSettings, *, include_archived:
         options=opts, graph=vault.graph, catalog=catalog, now=now or utc_now(),
         communities=communities, seed_communities=seed_communities(seeds, communities),
         last_hits=vault.signals.last_hits() if opts.use_recency else None,
-        evidence=evidence)
+        evidence=evidence, tokens=tokens)
     per_path: dict[str, dict[str, float]] = {}
     for hit in hits:
         f = per_path.get(hit.path)
