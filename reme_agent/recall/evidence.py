@@ -49,6 +49,14 @@ class QueryEvidence:
     phrase_notes: set[str] = field(default_factory=set)
     asked: set[str] = field(default_factory=set)   # predicates the query asks about
 
+    def forget(self, paths: set[str]) -> None:
+        """Drop every piece of evidence about these notes (they could not be checked)."""
+        for table in (self.names, self.relations, self.neighbours):
+            for path in paths & table.keys():
+                del table[path]
+        self.phrases = {b: p for b, p in self.phrases.items() if p not in paths}
+        self.phrase_notes -= paths
+
     def paths(self) -> list[str]:
         """Notes whose blocks must be candidates: named notes, answers, neighbours."""
         named = sorted(self.names.values(), key=lambda m: (-m.strength, m.path))[:MAX_NAMED]

@@ -47,6 +47,8 @@ class FactorContext:
     last_hits: dict[str, datetime] | None = None
     evidence: Any = None          # recall.evidence.QueryEvidence of the query, if gathered
     tokens: list[str] = field(default_factory=list)   # the query's keyword tokens
+    freshness: Any = None         # recall.freshness.IndexFreshness of this search
+    warnings: list[str] = field(default_factory=list)
 
 
 def centrality(in_degree: int, alpha: float) -> float:

@@ -18,6 +18,7 @@ here, flushed later; a failure there never fails a search.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from reme_agent.engine.tokenize import tokenize
 from reme_agent.errors import InvalidArgument
 from reme_agent.recall.candidates import BlockHit, hybrid_candidates
-from reme_agent.recall.evidence import extra_block_ids, gather
+from reme_agent.recall.evidence import QueryEvidence, extra_block_ids, gather
 from reme_agent.recall.expand import MAX_DEPTH, expand_links
 from reme_agent.recall.factors import (
     FactorContext,
@@ -35,6 +36,7 @@ from reme_agent.recall.factors import (
     seed_communities,
 )
 from reme_agent.recall.floor import mark_weak
+from reme_agent.recall.freshness import IndexFreshness, check_for, refresh_stale
 from reme_agent.recall.group import (
     ChunkResult,
     NodeResult,
@@ -73,6 +75,7 @@ class SearchResponse:
     expansion: list[dict[str, Any]] = field(default_factory=list)
     signals_freshness: dict[str, str | None] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    index_freshness: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able form for Python callers, the CLI's --json and the toolkit."""
@@ -172,6 +175,7 @@ def search(vault: Vault, query: str, *, limit: int = 10, include_archived: bool 
                                  depth=depth, per_direction=opts.max_links_per_direction,
                                  budget=opts.expand_path_budget,
                                  exclude=lambda p: not shown(p))
+        expansion = _fresh_expansion(vault, expansion, ctx)
 
     if log_access and results:
         try:
@@ -179,12 +183,35 @@ def search(vault: Vault, query: str, *, limit: int = 10, include_archived: bool 
         except Exception as exc:  # the access log never fails a search
             log.warning("access log record failed: %s", exc)
 
+    freshness = ctx.freshness
+    report = check_for(vault).report(vault)
+    freshness.indexed_files = report.indexed_files
+    freshness.unindexed_files = report.unindexed_files
+    hint = freshness.hint()
     return SearchResponse(query=query, results=results, expansion=expansion,
                           signals_freshness=vault.signals.freshness(),
-                          warnings=vault.signals.warnings())
+                          warnings=[*vault.signals.warnings(), *ctx.warnings,
+                                    *([hint] if hint else [])],
+                          index_freshness=freshness.as_dict())
 
 
 # -- internals --------------------------------------------------------------------------
+
+
+def _fresh_expansion(vault: Vault, expansion: list[dict[str, Any]],
+                     ctx: FactorContext) -> list[dict[str, Any]]:
+    """Linked notes listed beside the results exist: a vanished one is left out, and any
+    changed one is re-indexed for the next search."""
+    stale = check_for(vault).stale(str(vault.root), [e["path"] for e in expansion])
+    if not stale:
+        return expansion
+    done, warning = refresh_stale(vault, stale)
+    ctx.freshness.reindexed += done
+    if warning:
+        ctx.warnings.append(warning)
+    root = str(vault.root)
+    gone = {p for p in stale if not os.path.isfile(os.path.join(root, p))}
+    return [e for e in expansion if e["path"] not in gone]
 
 
 def _check_query(query: str, limit: int) -> None:
@@ -226,13 +253,36 @@ def _ranked(vault: Vault, query: str, opts: SearchSettings, *, include_archived:
     strict = bool(prefix or layers)
     vault.ready()
     tokens = tokenize(query)
-    evidence = gather(vault, query, tokens, opts)
-    extra = extra_block_ids(vault, [p for p in evidence.paths() if allowed(p)])
-    hits = hybrid_candidates(
-        vault, query, fusion=opts.fusion, vector_weight=opts.vector_weight, rrf_k=opts.rrf_k,
-        candidates=candidates, query_rewrite=query_rewrite, allowed_path=allowed,
-        # An exclusion-only filter (hidden layers, archived) drops few candidates.
-        vector_overfetch=4.0 if strict else 1.5, tokens=tokens, extra_ids=extra)
+
+    def candidates_of() -> tuple[list[BlockHit], QueryEvidence]:
+        ev = gather(vault, query, tokens, opts)
+        extra = extra_block_ids(vault, [p for p in ev.paths() if allowed(p)])
+        found = hybrid_candidates(
+            vault, query, fusion=opts.fusion, vector_weight=opts.vector_weight,
+            rrf_k=opts.rrf_k, candidates=candidates, query_rewrite=query_rewrite,
+            allowed_path=allowed,
+            # An exclusion-only filter (hidden layers, archived) drops few candidates.
+            vector_overfetch=4.0 if strict else 1.5, tokens=tokens, extra_ids=extra)
+        return found, ev
+
+    hits, evidence = candidates_of()
+    # Never stale (DESIGN §7): a candidate whose file changed or vanished since it was
+    # indexed is re-indexed and the search runs again; if that fails, it is left out.
+    check = check_for(vault)
+    freshness = IndexFreshness()
+    warnings: list[str] = []
+    stale = check.stale(str(vault.root), {h.path for h in hits})
+    if stale:
+        done, warning = refresh_stale(vault, stale)
+        if done:
+            freshness.reindexed = done
+            hits, evidence = candidates_of()
+        else:
+            gone = set(stale)
+            hits = [h for h in hits if h.path not in gone]
+            evidence.forget(gone)
+            freshness.dropped = stale
+            warnings.append(warning or "")
     catalog = catalog_for(vault)
     catalog.sync()
     communities = vault.signals.communities() if opts.use_community else None
@@ -241,7 +291,7 @@ def _ranked(vault: Vault, query: str, opts: SearchSettings, *, include_archived:
         options=opts, graph=vault.graph, catalog=catalog, now=now or utc_now(),
         communities=communities, seed_communities=seed_communities(seeds, communities),
         last_hits=vault.signals.last_hits() if opts.use_recency else None,
-        evidence=evidence, tokens=tokens)
+        evidence=evidence, tokens=tokens, freshness=freshness, warnings=warnings)
     per_path: dict[str, dict[str, float]] = {}
     for hit in hits:
         f = per_path.get(hit.path)
