@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from reme_agent.recall.names import NameMatch, index_for
+from reme_agent.recall.phrases import find_phrase, phrase_of
 from reme_agent.recall.relations import RelationHit, follow
 
 if TYPE_CHECKING:
@@ -111,6 +112,11 @@ class QueryEvidence:
 def gather(vault: Vault, query: str, tokens: list[str], opts: SearchSettings) -> QueryEvidence:
     """Names the query uses, relations it asks and the notes they point to."""
     ev = QueryEvidence()
+    if opts.use_phrases:
+        phrase = phrase_of(query)
+        if phrase is not None:
+            ev.phrases = find_phrase(vault, phrase)
+            ev.phrase_notes = set(ev.phrases.values())
     if not opts.use_names:
         return ev
     ev.names = index_for(vault).match(query, tokens)

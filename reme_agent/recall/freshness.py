@@ -97,15 +97,17 @@ class FreshnessCheck:
                 out.append(path)
         return out
 
-    def report(self, vault: Vault) -> IndexFreshness:
-        """Counts of indexed and (at most every SCAN_SECONDS) never-indexed note files."""
+    def report(self, vault: Vault, hidden: tuple[str, ...] = ()) -> IndexFreshness:
+        """Counts of indexed and (at most every SCAN_SECONDS) never-indexed note files;
+        files under `hidden` prefixes (meta/, audit/: never search hits) are not counted."""
         known = self._known()
         now = time.monotonic()
         if now - self._scanned_at >= SCAN_SECONDS:
             self._scanned_at = now
             extensions = tuple(e.lower() for e in vault.settings.index.extensions)
             try:
-                files = [p for p in vault.store.list() if p.lower().endswith(extensions)]
+                files = [p for p in vault.store.list() if p.lower().endswith(extensions)
+                         and not p.startswith(hidden)]
                 self._unindexed = sum(1 for p in files if p not in known)
             except OSError as exc:
                 log.warning("could not list the vault to count unindexed notes: %s", exc)

@@ -184,7 +184,7 @@ def search(vault: Vault, query: str, *, limit: int = 10, include_archived: bool 
             log.warning("access log record failed: %s", exc)
 
     freshness = ctx.freshness
-    report = check_for(vault).report(vault)
+    report = check_for(vault).report(vault, tuple(f"{h}/" for h in HIDDEN_LAYERS))
     freshness.indexed_files = report.indexed_files
     freshness.unindexed_files = report.unindexed_files
     hint = freshness.hint()
@@ -256,7 +256,7 @@ def _ranked(vault: Vault, query: str, opts: SearchSettings, *, include_archived:
 
     def candidates_of() -> tuple[list[BlockHit], QueryEvidence]:
         ev = gather(vault, query, tokens, opts)
-        extra = extra_block_ids(vault, [p for p in ev.paths() if allowed(p)])
+        extra = [*extra_block_ids(vault, [p for p in ev.paths() if allowed(p)]), *ev.phrases]
         found = hybrid_candidates(
             vault, query, fusion=opts.fusion, vector_weight=opts.vector_weight,
             rrf_k=opts.rrf_k, candidates=candidates, query_rewrite=query_rewrite,

@@ -358,6 +358,24 @@ class KeywordProjection:
                 out[doc] = sum(weight_of[t] for t in have | extra) / total
             return out
 
+    def containing_all(self, tokens: list[str], k: int) -> list[str]:
+        """Up to ``k`` documents holding every distinct term of ``tokens``, best BM25 first:
+        where a verbatim phrase can be (recall checks the text)."""
+        uniq = list(dict.fromkeys(tokens))
+        with self._lock:
+            if not uniq or k <= 0 or any(t not in self._tid for t in uniq):
+                return []
+            dense, _ = self._dense(uniq)
+            count = np.zeros(len(self._ids), dtype=np.int32)
+            for term in uniq:
+                tid = self._tid[term]
+                packed = np.frombuffer(self._post[tid], dtype=np.int64)
+                if self._stale[tid]:
+                    packed = packed[self._valid(packed)]
+                count[(packed >> _TF_BITS) & _SLOT_MASK] += 1
+            every = np.flatnonzero(count == len(uniq))
+            return [d for d, _ in self._ranked(dense, every, k, None)]
+
     def known_share(self, tokens: list[str]) -> float:
         """Share of the query's distinct terms (idf-weighted as in `coverage`) that occur in
         any document: low when the query is about words the corpus never saw."""
