@@ -11,8 +11,10 @@ searching their own vault also *names* notes, asks for *relations* of named note
   retry strategy used by the refund fix" is linked from the refund incident, by any
   predicate, and still has to match "retry strategy");
 - a tier that sorts before any score: 2 for a note whose name *is* the query (exact or
-  within a small edit distance: "an exact or normalised name match ranks its note first"),
-  1 for a note holding the query verbatim (`phrases.py`), else 0.
+  within a small edit distance: "an exact or normalised name match ranks its note first")
+  and for a relation answer; 1 for a note holding the query verbatim (`phrases.py`) or
+  named inside it (a contained title or alias, not a heading); else 0. Within a tier the
+  boosted score decides.
 
 Each part is a setting (`SearchSettings.use_names`, `use_relations`, `use_phrases`), so the
 evals can switch it off.
@@ -37,6 +39,7 @@ __all__ = ["QueryEvidence", "gather"]
 MAX_NAMED = 8          # named notes whose blocks join the candidates
 MAX_BLOCKS_PER_NOTE = 24
 SUBJECT_STRENGTH = 0.4  # a contained / token name match this strong names a subject
+CONTAINED_TIER = 0.5    # a contained title/alias this strong ranks with phrases (tier 1)
 
 
 @dataclass
@@ -70,7 +73,10 @@ class QueryEvidence:
         match = self.names.get(path)
         if path in self.relations or (match is not None and match.kind in ("exact", "fuzzy")):
             return 2
-        return 1 if path in self.phrase_notes else 0
+        if path in self.phrase_notes:
+            return 1
+        named = match is not None and match.kind == "contained" and match.field != "heading"
+        return 1 if named and match.strength >= CONTAINED_TIER else 0
 
     def boosted(self, hit: BlockHit, opts: SearchSettings) -> float:
         """The text score with this query's name / relation / neighbour evidence added."""

@@ -236,14 +236,23 @@ class NameIndex:
                 found.append(self._make(eid, "exact", 1.0))
             if not exact:
                 found += self._fuzzy(key)
-            found += self._contained(words, key)
-            found += self._token_matches(tokens if tokens is not None else tokenize(query))
+            contained = self._contained(words, key)
+            found += contained
+            # a name already found whole is not matched again token by token
+            skip = {self._key_of(m) for m in [*found]}
+            found += [m for m in self._token_matches(tokens if tokens is not None
+                                                     else tokenize(query))
+                      if self._key_of(m) not in skip]
             best: dict[str, NameMatch] = {}
             for m in found:
                 old = best.get(m.path)
                 if old is None or m.strength > old.strength:
                     best[m.path] = m
             return best
+
+    @staticmethod
+    def _key_of(match: NameMatch) -> tuple[str, str]:
+        return match.path, compact(match.name)
 
     def _make(self, eid: int, kind: str, strength: float,
               span: tuple[int, int] | None = None) -> NameMatch:

@@ -292,7 +292,7 @@ def test_cli_search_exposes_the_pipeline(make_vault: VaultFactory) -> None:
     assert first["path"] == "knowledge/a/a.md" and len(first["chunks"]) == 1
     assert set(first["factors"]) == {"base", "centrality", "community", "recency", "layer"}
     assert max(e["depth"] for e in data["expansion"]) == 2
-    text = runner.invoke(cli, ["search", QUERY, "--vault", str(vault.root), "--prefix",
+    text = runner.invoke(cli, ["search", QUERY, "--vault", str(vault.root), "--path-prefix",
                                "knowledge/b"], env=env)
     # b holds nothing about the query: the floor says so instead of padding (DESIGN §7)
     assert text.exit_code == 0 and text.output.startswith("No good match")
