@@ -108,7 +108,7 @@ class SearchSettings(_Section):
         0.5, ge=0.0, le=1.0, description="Weak below this idf-weighted share of the query's "
         "terms in the note's best block (and below floor_cosine). Calibrated on kvault + LoCoMo.")
     floor_cosine: dict[str, float] = Field(
-        {"use": 0.30, "hash": 0.30, "e5": 0.80},
+        {"use": 0.30, "hash": 0.20, "e5": 0.82},
         description="Per embedder: weak below this raw cosine (and below floor_coverage); an "
         "embedder not listed is judged by coverage alone.")
 

@@ -36,14 +36,14 @@ import threading
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 import ahocorasick
 
 from reme_agent.engine.indexer import note_aliases, note_title
 from reme_agent.engine.tokenize import tokenize
-from reme_agent.recall.normalize import compact, is_cjk, spaced, within_words
+from reme_agent.recall.normalize import CJK_CHAR as _CJK
+from reme_agent.recall.normalize import compact, spaced, within_words
 
 if TYPE_CHECKING:
     from reme_agent.engine.state import IndexState
@@ -77,7 +77,7 @@ class _Entry:
 
 
 def _min_chars(key: str) -> int:
-    return 2 if any(is_cjk(c) for c in key) else 3
+    return 3 if key.isascii() or not _CJK.search(key) else 2
 
 
 def max_edits(length: int) -> int:
@@ -117,7 +117,8 @@ def note_names(path: str, frontmatter: dict[str, Any], first_block: str,
     fm = frontmatter if isinstance(frontmatter, dict) else {}
     out: list[tuple[str, str]] = [(note_title(path, fm, first_block), "title")]
     out += [(a, "alias") for a in note_aliases(fm)]
-    stem = PurePosixPath(path).stem
+    stem = path.rsplit("/", 1)[-1]
+    stem = stem.rsplit(".", 1)[0] if "." in stem[1:] else stem
     out.append((stem, "stem"))
     out += [(h, "heading") for h in headings]
     seen: set[str] = set()
@@ -159,17 +160,15 @@ class NameIndex:
             for path in gone:
                 self._remove(path)
             if changed:
-                files = {p: self.state.file(p) for p in changed} if len(changed) < 200 \
-                    else self.state.files()
                 sources = self.state.name_sources(changed if len(changed) < 200 else None)
                 for path in changed:
-                    row = files.get(path)
-                    if row is None:
+                    if path not in sources:
                         continue
                     self._remove(path)
-                    first, heads = sources.get(path, ("", []))
-                    for name, field in note_names(path, row.frontmatter, first, heads):
-                        self._add(_Entry(path, name, field, compact(name), spaced(name),
+                    frontmatter, first, heads = sources[path]
+                    for name, field in note_names(path, frontmatter, first, heads):
+                        key = compact(name)
+                        self._add(_Entry(path, name, field, key, spaced(name),
                                          note_name_tokens(name)))
             if changed or gone:
                 self._automaton = None

@@ -23,11 +23,12 @@ import re
 import unicodedata
 from importlib import resources
 
-__all__ = ["compact", "fold", "is_cjk", "spaced", "within_words"]
+__all__ = ["CJK_CHAR", "compact", "fold", "is_cjk", "spaced", "within_words"]
 
 _CJK_RANGES = ((0x3040, 0x30FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF),
                (0xAC00, 0xD7AF), (0x20000, 0x2FA1F))
 _NON_WORD = re.compile(r"[\W_]+")
+CJK_CHAR = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
 _BOUNDARY = re.compile(
     r"(?<=[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff\uac00-\ud7af])(?=[a-z0-9])"
     r"|(?<=[a-z0-9])(?=[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff\uac00-\ud7af])")
