@@ -10,11 +10,11 @@ searching their own vault also *names* notes, asks for *relations* of named note
   `neighbour_weight·strength·base` for notes linked to a named note (the answer of "the
   retry strategy used by the refund fix" is linked from the refund incident, by any
   predicate, and still has to match "retry strategy");
-- a tier that sorts before any score: 2 for a note whose name *is* the query (exact or
+- a tier that sorts before any score: 3 for a note whose name *is* the query (exact or
   within a small edit distance: "an exact or normalised name match ranks its note first")
-  and for a relation answer; 1 for a note holding the query verbatim (`phrases.py`) or
-  named inside it (a contained title or alias, not a heading); else 0. Within a tier the
-  boosted score decides.
+  and for a relation answer; 2 for a note holding the query verbatim (`phrases.py`); 1 for
+  a note named inside the query (a contained title or alias, not a heading: a phrase that
+  contains a name is about the phrase); else 0. Within a tier the boosted score decides.
 
 Each part is a setting (`SearchSettings.use_names`, `use_relations`, `use_phrases`), so the
 evals can switch it off.
@@ -39,7 +39,7 @@ __all__ = ["QueryEvidence", "gather"]
 MAX_NAMED = 8          # named notes whose blocks join the candidates
 MAX_BLOCKS_PER_NOTE = 24
 SUBJECT_STRENGTH = 0.4  # a contained / token name match this strong names a subject
-CONTAINED_TIER = 0.5    # a contained title/alias this strong ranks with phrases (tier 1)
+CONTAINED_TIER = 0.5    # a contained title/alias this strong is tier 1
 
 
 @dataclass
@@ -72,9 +72,9 @@ class QueryEvidence:
     def tier(self, path: str) -> int:
         match = self.names.get(path)
         if path in self.relations or (match is not None and match.kind in ("exact", "fuzzy")):
-            return 2
+            return 3
         if path in self.phrase_notes:
-            return 1
+            return 2
         named = match is not None and match.kind == "contained" and match.field != "heading"
         return 1 if named and match.strength >= CONTAINED_TIER else 0
 
