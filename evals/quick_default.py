@@ -13,7 +13,7 @@ import json
 import logging
 
 from evals.ablations import EvalConfig
-from evals.cli import load_datasets
+from evals.run import load_datasets
 from evals.harness import run_dataset
 
 

@@ -23,13 +23,12 @@ from agentscope.agent import Agent, InjectionConfig, ReActConfig
 from agentscope.message import UserMsg
 from agentscope.state import AgentState
 
-from reme_agent.config import load_settings
+from reme_agent import MemoryMiddleware, Vault, build_toolkit, load_settings, open_vault
 from reme_agent.jobs.models import build_chat_model
-from reme_agent.middleware import SECTION, MemoryMiddleware
+from reme_agent.middleware import SECTION
 from reme_agent.schema.layout import init_layout
 from reme_agent.testing import ScriptedChatModel, TextBlock, tool_call
-from reme_agent.toolkit import build_toolkit, get_tool
-from reme_agent.vault import Vault, open_vault
+from reme_agent.toolkit import get_tool
 
 SEED = "knowledge/jwt-key-rotation/jwt-key-rotation.md"
 QUESTIONS = ["How often do we rotate the JWT signing keys?",

@@ -123,6 +123,9 @@ class ModelSettings(_Section):
     temperature: float = 0.0
     max_tokens: int | None = None
     retries: int = Field(3, ge=0, description="Retries with backoff on transient errors.")
+    stream: bool = Field(False, description="Ask the provider to stream its answer (SSE for "
+                         "OpenAI-compatible servers, NDJSON for Ollama); the job's result is the "
+                         "same. Some gateways only answer streamed requests.")
 
     @property
     def configured(self) -> bool:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reme_agent.config import Settings, VectorSettings
-from reme_agent.engine.indexer import Indexer, IndexReport
+from reme_agent.engine.indexer import COLLECTION_KEY, Indexer, IndexReport
 from reme_agent.engine.projections.graph import GraphProjection
 from reme_agent.engine.projections.keyword import KeywordProjection
 from reme_agent.engine.state import IndexState
@@ -118,7 +118,8 @@ class Vault:
         return VectorProjection(self.embedder, path if client is None else None, client=client,
                                 prefix=prefix, batch_size=self.settings.embedder.batch_size,
                                 vault_id=vault_id,
-                                rebuild_if_corrupt=client is None and not cfg.path)
+                                rebuild_if_corrupt=client is None and not cfg.path,
+                                current_name=lambda: self.state.get_meta(COLLECTION_KEY))
 
     @cached_property
     def keyword(self) -> KeywordProjection:

@@ -43,7 +43,7 @@ def test_missing_vault_is_one_clear_line_and_exit_1(env: Path, capsys: pytest.Ca
     code = main(["index", "--vault", str(env / "nope")])
     err = capsys.readouterr().err
     assert code == 1
-    assert err.startswith("error: No vault at") and "Traceback" not in err
+    assert err.startswith("Error: No vault at") and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
 
 

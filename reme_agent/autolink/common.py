@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("reme_agent.autolink")
 
 CLOSED_DAILY = ("distilled", "archived")
-_APPEND_TRIES = 5
 
 
 class AdditiveCheckFailed(WriteConflict):

@@ -23,13 +23,10 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from reme_agent.engine.indexer import note_aliases, note_title
 from reme_agent.schema.layout import KNOWLEDGE, layer_of
-
-if TYPE_CHECKING:
-    from reme_agent.vault import Vault
 
 __all__ = ["NameEntry", "NameIndex", "Node", "fold", "is_knowledge_node"]
 
@@ -108,16 +105,6 @@ class NameIndex:
             if is_knowledge_node(path):
                 index.add(path, fm)
         return index
-
-    @classmethod
-    def from_vault(cls, vault: Vault, min_chars: int = 2) -> NameIndex:
-        """Every knowledge node of the vault as it is now (index rows when fresh, else parsed)."""
-        from reme_agent.toolkit.common import index_rows, read_meta
-
-        rows = index_rows(vault)
-        paths = [p for p in vault.store.list(KNOWLEDGE) if is_knowledge_node(p)]
-        return cls.from_frontmatter({p: read_meta(vault, p, rows.get(p)).frontmatter
-                                     for p in paths}, min_chars)
 
     def add(self, path: str, frontmatter: Mapping[str, Any]) -> None:
         """Add a node (or replace its names)."""

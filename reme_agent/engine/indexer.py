@@ -47,9 +47,14 @@ from reme_agent.engine.store import (
     printable,
     stamp_of,
 )
-from reme_agent.errors import IndexLocked, NotText, PathEscape
+from reme_agent.errors import IndexLocked, NotText, PathEscape, ReMeError
 
 log = logging.getLogger("reme_agent.index")
+
+COLLECTION_KEY = "vector_collection"
+"""State meta: the vector collection readers use (published by a full rebuild)."""
+GENERATION_KEY = "vector_generation"
+"""State meta: the number of the last full rebuild (its collection is `<base>-g<N>`)."""
 
 
 @dataclass
@@ -151,6 +156,10 @@ class Indexer:
         self._snapshot_generation = -1     # generation of the snapshot on disk (-1: none)
         self._changed_since_snapshot = 0   # files changed in memory since it was written
 
+    def published_collection(self) -> str | None:
+        """The vector collection readers should use (set by the last full rebuild)."""
+        return self.state.get_meta(COLLECTION_KEY)
+
     def path_of_block(self, block_id: str) -> str | None:
         return self.block_paths.get(block_id)
 
@@ -174,8 +183,10 @@ class Indexer:
         """Load BM25 and the graph: from the snapshot plus the files changed since, or else
         rebuilt from the saved state (no parsing, no embedding either way)."""
         generation = self.state.generation()
-        if self._generation >= 0 and generation != self._generation:
-            self.vector.reopen()  # another process indexed: drop chroma's per-process caches
+        moved = self._generation >= 0 and generation != self._generation
+        # Another process indexed: follow the collection it published (a full rebuild makes a
+        # new one) and drop chroma's per-process caches of the embedded store.
+        self.vector.use(self.published_collection() or self.vector.base_name, reopen=moved)
         with gc_paused():
             if not self._load_snapshot():
                 self._load_state()
@@ -280,7 +291,7 @@ class Indexer:
             if not self._loaded or self.state.generation() != self._generation:
                 self.load()
             try:
-                report = self._run_locked(full, only)
+                report = self._run_full() if full else self._run_locked(False, only)
             except BaseException:
                 # Memory may be half-updated: reload from the state next time, and let the
                 # next run re-embed whatever the vector store missed.
@@ -314,14 +325,15 @@ class Indexer:
                     self._skip(report, printable(p), exc.message)
             only = list(dict.fromkeys(kept))
         if full:
-            self.vector.reset()
-            self.state.clear()
             self.keyword.clear()
             self.block_paths.clear()
             self.stamps.clear()
             self.graph.clear()
             self._resolver = None
+            self._by_key = self._keys_of = None
         known = self.state.file_stats(only)
+        if full:  # re-read every file; the state keeps serving readers until it is replaced
+            known = {p: (-1, -1, "") for p in known}
         scan = self._scan(only, report)
         wanted = set(scan)
         gone = [p for p in known if p not in wanted]
@@ -347,7 +359,7 @@ class Indexer:
                 continue
             new_row, blocks, docs = self._parse(path, text, size, mtime_ns, stamp, report)
             old_rows[path] = self.state.file(path) if seen is not None else None
-            old_ids = set(self.state.block_ids(path))
+            old_ids = set() if full else set(self.state.block_ids(path))
             new_ids = {b.id for b in blocks}
             stale = sorted(old_ids - new_ids)
             if stale:
@@ -388,11 +400,42 @@ class Indexer:
         self._update_graph(old_rows, changed_rows, gone, uploads)
 
         report.embedded = self._embed(pending)
+        if full:
+            self.state.prune_orphan_blocks()
+            report.files, report.blocks = self.state.counts()
+            return report
         dirty = self.state.get_meta("vectors_dirty") == "1"
         report.embedded += self._repair_vectors(only is None or dirty)
         if dirty:
             self.state.set_meta("vectors_dirty", "0")
         report.files, report.blocks = self.state.counts()
+        return report
+
+    def _run_full(self) -> IndexReport:
+        """Rebuild every projection from the files without dropping what readers use (G1).
+
+        The vectors go into a new collection (the next generation) while other processes
+        keep querying the published one; the state is rewritten file by file (block ids are
+        content hashes, so a reader's rows stay valid) and never cleared. Only when all is
+        embedded is the new name published and the old collections dropped. A crash before
+        that leaves the old generation published and `vectors_dirty` set, so the next run
+        re-embeds into it whatever changed meanwhile; the half-built collection is dropped by
+        the next full run.
+        """
+        self.state.set_meta("vectors_dirty", "1")
+        number = int(self.state.get_meta(GENERATION_KEY) or 0) + 1
+        name = self.vector.generation_name(number)
+        self.vector.start_generation(name)
+        report = self._run_locked(True, None)
+        self.state.set_meta_many({GENERATION_KEY: str(number), COLLECTION_KEY: name,
+                                  "vectors_dirty": "0"})
+        self._generation = self.state.bump_generation()  # readers follow before the drop
+        for old in self.vector.generations():
+            if old != name:
+                try:
+                    self.vector.drop(old)
+                except ReMeError as exc:  # a leftover costs space, never correctness
+                    log.warning("could not drop the old vector collection %s: %s", old, exc)
         return report
 
     def _scan(self, only: list[str] | None, report: IndexReport) -> dict[str, tuple[int, int]]:

@@ -102,6 +102,11 @@ class IndexState:
         with self._lock, self._db:
             self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
+    def set_meta_many(self, values: dict[str, str]) -> None:
+        """Several meta keys in one commit (readers see all of them or none)."""
+        with self._lock, self._db:
+            self._db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", values.items())
+
     def generation(self) -> int:
         """Bumped on every committed index run, so other processes can notice changes."""
         return int(self.get_meta("generation") or 0)
@@ -264,11 +269,20 @@ class IndexState:
             blocks = self._db.execute("SELECT COUNT(*) FROM blocks").fetchone()[0]
         return files, blocks
 
+    def prune_orphan_blocks(self) -> int:
+        """Delete block rows whose file row is gone (left by an older, buggier run)."""
+        with self._lock, self._db:
+            cur = self._db.execute("DELETE FROM blocks WHERE path NOT IN (SELECT path FROM files)")
+        return cur.rowcount
+
     def clear(self) -> None:
+        """Forget every file (a schema change); the run counter and the published vector
+        collection stay, so readers keep a consistent view and block ids still match."""
         with self._lock, self._db:
             self._db.execute("DELETE FROM blocks")
             self._db.execute("DELETE FROM files")
-            self._db.execute("DELETE FROM meta WHERE key != 'generation'")
+            self._db.execute("DELETE FROM meta WHERE key NOT IN ('generation', "
+                             "'vector_collection', 'vector_generation')")
 
     def close(self) -> None:
         with self._lock:

@@ -1,7 +1,8 @@
 """Chat models for LLM jobs, built from `Settings.model` (DESIGN §9).
 
 Providers: OpenAI and any OpenAI-compatible server (`base_url`: vLLM, LM Studio, llama.cpp),
-DashScope, Anthropic, DeepSeek and Ollama. The API key is read from the environment variable
+DashScope, Anthropic, DeepSeek and Ollama (extra `reme-agent[ollama]`); `model.stream` picks
+the streamed or the single-body answer. The API key is read from the environment variable
 named in config, never from the config file. No provider configured -> ModelNotConfigured
 before anything is read or written. Transient errors are retried with exponential backoff
 (tenacity) by a model-call middleware, so the retry policy is ours, not the SDK's fixed delay.
@@ -53,12 +54,15 @@ def build_chat_model(cfg: ModelSettings, job: str = "this") -> Any:
         OpenAICredential,
     )
 
-    common: dict[str, Any] = {"model": cfg.model, "stream": False, "max_retries": 0}
+    common: dict[str, Any] = {"model": cfg.model, "stream": cfg.stream, "max_retries": 0}
+    # The openai and anthropic SDKs retry twice on their own by default: off, or each of our
+    # backoff attempts would be three HTTP requests.
+    sdk = {"client_kwargs": {"max_retries": 0}}
     if cfg.provider == "openai":
         key = _api_key(cfg, required=cfg.base_url is None) or "not-needed"
         params = m.OpenAIChatModel.Parameters(temperature=cfg.temperature, max_tokens=cfg.max_tokens)
         return m.OpenAIChatModel(credential=OpenAICredential(api_key=key, base_url=cfg.base_url),
-                                 parameters=params, **common)
+                                 parameters=params, **common, **sdk)
     if cfg.provider == "dashscope":
         cred = DashScopeCredential(api_key=_api_key(cfg, True), base_url=cfg.base_url)
         params = m.DashScopeChatModel.Parameters(temperature=cfg.temperature,
@@ -68,12 +72,23 @@ def build_chat_model(cfg: ModelSettings, job: str = "this") -> Any:
         cred = AnthropicCredential(api_key=_api_key(cfg, True), base_url=cfg.base_url)
         params = m.AnthropicChatModel.Parameters(temperature=cfg.temperature,
                                                  max_tokens=cfg.max_tokens or 4096)
-        return m.AnthropicChatModel(credential=cred, parameters=params, **common)
+        return m.AnthropicChatModel(credential=cred, parameters=params, **common, **sdk)
     if cfg.provider == "deepseek":
         cred = DeepSeekCredential(api_key=_api_key(cfg, True), base_url=cfg.base_url)
-        return m.DeepSeekChatModel(credential=cred, **common)
+        params = m.DeepSeekChatModel.Parameters(temperature=cfg.temperature,
+                                                max_tokens=cfg.max_tokens)
+        return m.DeepSeekChatModel(credential=cred, parameters=params, **common, **sdk)
     if cfg.provider == "ollama":
-        return m.OllamaChatModel(credential=OllamaCredential(host=cfg.base_url), **common)
+        try:
+            params = m.OllamaChatModel.Parameters(temperature=cfg.temperature,
+                                                  max_tokens=cfg.max_tokens)
+            return m.OllamaChatModel(credential=OllamaCredential(host=cfg.base_url),
+                                     parameters=params, **common)
+        except ModuleNotFoundError as exc:  # AgentScope imports the client lazily
+            if exc.name != "ollama":
+                raise
+            raise ConfigError("model.provider 'ollama' needs the `ollama` package.",
+                              "pip install 'reme-agent[ollama]'") from exc
     raise ConfigError(f"Unknown model.provider {cfg.provider!r}.")
 
 

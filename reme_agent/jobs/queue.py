@@ -58,10 +58,6 @@ class JobQueue:
         with self._lock:
             self._consumers[kind] = consumer
 
-    def unregister(self, kind: str) -> None:
-        with self._lock:
-            self._consumers.pop(kind, None)
-
     @property
     def consumers(self) -> list[str]:
         return sorted(self._consumers)

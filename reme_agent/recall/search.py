@@ -56,7 +56,6 @@ __all__ = [
     "ChunkResult",
     "NodeResult",
     "SearchResponse",
-    "hit_dict",
     "rank_blocks",
     "search",
     "search_blocks",
@@ -110,14 +109,6 @@ def search_blocks(vault: Vault, query: str, limit: int = 10, *, fusion: str | No
         rrf_k=cfg.rrf_k, candidates=max(cfg.candidates, limit), query_rewrite=query_rewrite,
         allowed_path=allowed)
     return hits[:limit]
-
-
-def hit_dict(hit: BlockHit) -> dict[str, Any]:
-    out = asdict(hit)
-    out["score"] = round(out["score"], 6)
-    out["base"] = round(out["base"], 6)
-    out["factors"] = {k: round(v, 6) for k, v in out["factors"].items()}
-    return out
 
 
 # -- full pipeline ----------------------------------------------------------------------

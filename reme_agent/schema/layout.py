@@ -75,8 +75,3 @@ def parse_daily_path(path: str) -> tuple[str, str] | None:
         return parts[1], parts[2]
     return None
 
-
-def is_summary_note(path: str) -> bool:
-    """A node's main note: `<folder>/<slug>/<slug>.md` (folder note)."""
-    parts = PurePosixPath(path).parts
-    return len(parts) >= 2 and parts[-1] == f"{parts[-2]}.md"

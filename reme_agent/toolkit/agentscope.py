@@ -54,5 +54,3 @@ def build_toolkit(vault: Vault, groups: Collection[str] | None = None, tier: str
         ToolGroup(name=f"memory_{g}", description=GROUPS.get(g, f"{g} tools"), tools=tools)
         for g, tools in by_group.items()])
 
-
-make_toolkit = build_toolkit  # the name STYLE §2 and the public API use

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import docstring_parser
-from pydantic import Field, create_model
+from pydantic import Field, TypeAdapter, WithJsonSchema, create_model
 
 from reme_agent.errors import InvalidArgument
 from reme_agent.toolkit import daily, files, lint, notes, retrieve, tags
@@ -63,8 +63,12 @@ class ToolSpec:
             if not docs.get(p.name):
                 raise KeyError(f"tool {self.name!r}: parameter {p.name!r} is not documented "
                                "in the docstring's Args section")
-            out.append(p.replace(annotation=Annotated[hints[p.name],
-                                                      Field(description=docs[p.name])]))
+            hint = hints[p.name]
+            meta: tuple[Any, ...] = (Field(description=docs[p.name]),)
+            union = TypeAdapter(hint).json_schema()
+            if (typed := type_list(union)) is not union:
+                meta += (WithJsonSchema(typed),)
+            out.append(p.replace(annotation=Annotated[(hint, *meta)]))
         return out
 
     def input_schema(self) -> dict[str, Any]:
@@ -93,6 +97,36 @@ class ToolSpec:
         bound.__signature__ = inspect.Signature(params, return_annotation=ret)  # type: ignore[attr-defined]
         bound.__annotations__ = {p.name: p.annotation for p in params} | {"return": ret}
         return bound
+
+
+_BRANCH_KEYS = {"type", "items", "additionalProperties", "enum"}
+
+
+def type_list(schema: dict[str, Any]) -> dict[str, Any]:
+    """`anyOf` of single-type branches as one `type` list, e.g. `["string", "null"]`.
+
+    Why: the Ollama client (used by AgentScope's OllamaChatModel) rebuilds each property from
+    `type`/`items`/`description`/`enum` only, so an `anyOf` (every `X | None` parameter)
+    reached the model with no type at all. A type list is plain JSON Schema, the form
+    OpenAI's structured-outputs guide gives for nullable fields, and survives that client.
+    Only unions whose branches cannot constrain each other are merged (one branch per type;
+    `enum` only beside `null`, which joins the enum); anything else is returned unchanged.
+    """
+    branches = schema.get("anyOf")
+    if set(schema) != {"anyOf"} or not isinstance(branches, list) or len(branches) < 2:
+        return schema
+    types = [b.get("type") for b in branches]
+    if (not all(isinstance(t, str) for t in types) or len(set(types)) < len(types)
+            or any(set(b) - _BRANCH_KEYS for b in branches)):
+        return schema
+    merged: dict[str, Any] = {"type": types}
+    for b in branches:
+        merged.update({k: v for k, v in b.items() if k != "type"})
+    if "enum" in merged:
+        if len(branches) != 2 or "null" not in types:
+            return schema
+        merged["enum"] = [*merged["enum"], None]
+    return merged
 
 
 def _strip_titles(node: Any) -> Any:

@@ -15,7 +15,7 @@ import inspect
 import json
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, TypeVar, get_args, get_origin
+from typing import Any, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -118,12 +118,3 @@ def describe(schema: Mapping[str, Any]) -> str:
     return {"string": "a string", "integer": "an integer", "number": "a number",
             "boolean": "true or false", "null": "null"}.get(kind, str(kind))
 
-
-def literal_values(hint: Any) -> tuple[Any, ...]:
-    """The values of a Literal (or Optional Literal) hint; () for anything else."""
-    if get_origin(hint) is Literal:
-        return get_args(hint)
-    for arg in get_args(hint):
-        if get_origin(arg) is Literal:
-            return get_args(arg)
-    return ()

@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from reme_agent.cli import cli
+from reme_agent.cli.maintain import parse_duration
 from reme_agent.errors import InvalidArgument
-from reme_agent.maintenance.cli import parse_duration
 from reme_agent.maintenance.report import STEPS
 from reme_agent.vault import open_vault
 from tests.maintenance.conftest import (

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from reme_agent.bench_cli import load_suite
 from reme_agent.cli import main as cli_main
+from reme_agent.cli.bench import load_suite
 from reme_agent.errors import ConfigError
 
 ROWS = ("full index", "incremental edit", "new note", "no-op re-index", "cold open",

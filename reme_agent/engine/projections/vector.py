@@ -27,6 +27,12 @@ Decisions, and why:
   never waits long for a dead projection (BUG-6).
 - **One vault per collection:** a ``vault_id`` is stored in the collection metadata and
   checked on open, so two vaults never share (and wipe) one collection (BUG-13).
+- **A full rebuild never drops what a reader uses** (G1): it fills a new collection
+  ``<base>-g<N>`` (:meth:`VectorProjection.start_generation`) while readers keep querying the
+  current one; the indexer then publishes the new name in the index state and drops the old
+  collection. A reader follows the published name when the state's generation moves, and a
+  query that finds its collection gone asks ``current_name`` (set by the indexer) for the
+  published one and retries there once, so no search fails across the switch.
 """
 
 from __future__ import annotations
@@ -280,6 +286,10 @@ def _http_address(client: Any) -> tuple[str, int] | None:
             int(settings.chroma_server_http_port or 8000))
 
 
+class _Missing(Exception):
+    """The collection asked for is not in the store (another process dropped it)."""
+
+
 class _StoreUnreadable(Exception):
     """Opening the embedded store failed inside chroma (not a ReMeError of ours)."""
 
@@ -299,8 +309,10 @@ class VectorProjection:
     ``HttpClient`` to a chroma server). Metadata values must be str/int/float/bool; the key
     ``path`` is used by :meth:`delete_where_path`.
 
-    ``vault_id``: stored in the collection metadata of a new collection and checked on open
-    (``ConfigError`` on a mismatch), for stores several vaults can reach. ``rebuild_if_corrupt``:
+    ``current_name``: returns the generation readers should use (the name the index state
+    publishes; None = the base name), asked on open and whenever the collection in use has
+    gone. ``vault_id``: stored in the collection metadata of a new collection and
+    checked on open (``ConfigError`` on a mismatch), for stores several vaults can reach. ``rebuild_if_corrupt``:
     move an embedded store whose SQLite file is damaged to ``<path>.corrupt-<ts>`` and start
     an empty one (only for a store that is purely derived, like ``.reme/chroma``).
     """
@@ -315,9 +327,14 @@ class VectorProjection:
         batch_size: int = 64,
         vault_id: str | None = None,
         rebuild_if_corrupt: bool = False,
+        current_name: Callable[[], str | None] | None = None,
     ) -> None:
         self.embedder = embedder
-        self.name = f"{prefix}-{embedder.id}"
+        self.base_name = f"{prefix}-{embedder.id}"
+        self.current_name = current_name
+        published = current_name() if current_name is not None else None
+        self.name = published if published and self.is_generation(published) \
+            else self.base_name
         if not _NAME_RE.match(self.name):
             raise ConfigError(
                 f"Collection name {self.name!r} is not valid for chromadb.",
@@ -495,7 +512,7 @@ class VectorProjection:
             with self._backend("get_max_batch_size"):
                 self._max_batch = max(1, int(client.get_max_batch_size()))
             self._write_batch = min(self._max_batch, 1024)
-            self._col = self._open()
+            self._col = self._open_published()
         except BackendError as e:
             if not self._owns_client:
                 raise
@@ -525,12 +542,25 @@ class VectorProjection:
     def _backend(self, op: str) -> Iterator[None]:
         try:
             yield
-        except ReMeError:
+        except (ReMeError, _Missing):
             raise
         except Exception as e:
             raise self._error(op, e) from e
 
     def _call(self, op: str, /, **kwargs: Any) -> Any:
+        """``op`` on the collection; if it failed because another process switched to a new
+        generation (and dropped this one), follow the published name and retry once."""
+        try:
+            return self._call_here(op, **kwargs)
+        except BackendError:
+            published = self.current_name() if self.current_name is not None else None
+            if not published or published == self.name:
+                raise
+            log.info("collection %s was replaced by %s; following it", self.name, published)
+            self.use(published, reopen=True)
+            return self._call_here(op, **kwargs)
+
+    def _call_here(self, op: str, /, **kwargs: Any) -> Any:
         """Run the collection method ``op``; on a server, retry transport errors at most twice.
 
         Calls are idempotent (upsert, delete, reads). Once the server was found down, calls
@@ -558,9 +588,9 @@ class VectorProjection:
             return result
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _open(self) -> Any:
-        """Get or create the collection, then refuse one built for another vector space
-        or belonging to another vault."""
+    def _open(self, create: bool = True) -> Any:
+        """Get (or create) the collection, then refuse one built for another vector space
+        or belonging to another vault. Without `create`, a missing one is `_Missing`."""
         from chromadb.errors import NotFoundError
 
         with self._backend("open"):
@@ -569,6 +599,8 @@ class VectorProjection:
             except (NotFoundError, ValueError) as e:
                 if isinstance(e, ValueError) and "does not exist" not in str(e):
                     raise
+                if not create:
+                    raise _Missing() from e
                 metadata: dict[str, Any] = {
                     "embedder_id": self.embedder.id,
                     "dim": int(self.embedder.dim),
@@ -692,13 +724,95 @@ class VectorProjection:
             self._call("delete", where={"path": path})
 
     def reset(self) -> None:
-        """Drop the collection and create it empty (e.g. before a full re-index)."""
+        """Drop the collection and create it empty (readers using it fail: the indexer's
+        full rebuild uses :meth:`start_generation` instead)."""
         from chromadb.errors import NotFoundError
 
         with self._lock, self._store_turn():
             with self._backend("reset"), suppress(NotFoundError, ValueError):
                 self._client.delete_collection(self.name)
             self._col = self._open()
+
+    # --- generations (full rebuilds) ---------------------------------------------------------
+
+    def generation_name(self, generation: int) -> str:
+        """Collection name of a generation: the base name for 0 (stores made before
+        generations), ``<base>-g<N>`` after that."""
+        return self.base_name if generation <= 0 else f"{self.base_name}-g{generation}"
+
+    def use(self, name: str, *, reopen: bool = False) -> None:
+        """Query and write collection ``name`` from now on (a generation another process
+        published). ``reopen`` first drops the embedded client's per-process caches."""
+        if name == self.name and not reopen:
+            return
+        if not self.is_generation(name):
+            raise ConfigError(f"Collection {name!r} is not a generation of {self.base_name!r}.")
+        with self._lock:
+            old, self.name = self.name, name
+            try:
+                if reopen and self._owns_client:
+                    self.reopen()  # reconnects and opens self.name
+                    return
+                with self._cond:
+                    while self._active:
+                        self._cond.wait()
+                    self._reopening = True
+                try:
+                    self._col = self._open_published()
+                finally:
+                    with self._cond:
+                        self._reopening = False
+                        self._cond.notify_all()
+            except BaseException:
+                self.name = old
+                raise
+
+    def _open_published(self) -> Any:
+        """Open `self.name`, following the published name while the asked-for generation is
+        already gone (a reader must never re-create a collection a rebuild just dropped);
+        create it only when it is the published one (e.g. the store folder was deleted)."""
+        for _ in range(5):
+            try:
+                return self._open(create=False)
+            except _Missing:
+                published = self.current_name() if self.current_name is not None else None
+                if not published or published == self.name or not self.is_generation(published):
+                    break
+                self.name = published
+        return self._open()
+
+    def is_generation(self, name: str) -> bool:
+        return re.fullmatch(re.escape(self.base_name) + r"(-g\d+)?", name) is not None
+
+    def start_generation(self, name: str) -> None:
+        """Switch this process to a new, empty collection ``name`` (a leftover of a crashed
+        rebuild with that name is dropped first). Other processes keep the old one until the
+        indexer publishes the new name."""
+        self.drop(name)
+        with self._lock:
+            old, self.name = self.name, name
+            try:
+                self._col = self._open()
+            except BaseException:
+                self.name = old
+                raise
+
+    def drop(self, name: str) -> None:
+        """Delete collection ``name`` if it exists (never the one in use)."""
+        from chromadb.errors import NotFoundError
+
+        if name == self.name:
+            raise ValueError(f"refusing to drop the collection in use ({name!r})")
+        with self._lock, self._store_turn(), self._backend("drop"), \
+                suppress(NotFoundError, ValueError):
+            self._client.delete_collection(name)
+
+    def generations(self) -> list[str]:
+        """Names of every generation of this base collection in the store."""
+        with self._backend("list_collections"):
+            cols = self._client.list_collections()
+        names = [c if isinstance(c, str) else c.name for c in cols]
+        return sorted(n for n in names if self.is_generation(n))
 
     # --- reads ------------------------------------------------------------------------------
 

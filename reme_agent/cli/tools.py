@@ -2,37 +2,22 @@
 
 `reme-agent tool <name> --arg value ... [--json]` reaches every tool: its options are derived
 from the same signature + docstring the model sees (lists repeat the option, objects take
-JSON). A ReMeError becomes one line on stderr and exit code 1. `reme_agent.cli` imports this
-module, so the commands register themselves on its group.
+JSON). Errors are converted once, by the root group (`reme_agent.cli.main`).
 """
 
 from __future__ import annotations
 
-import functools
 import inspect
 import json
 import types
-from collections.abc import Callable
 from typing import Annotated, Any, Union, get_args, get_origin
 
 import click
 
-from reme_agent.cli import _common, _Ctx, _ctx, cli
-from reme_agent.errors import ReMeError
+from reme_agent.cli.context import Ctx, common, shared_option_objects, with_ctx
 
 
-def _clean_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """ReMeError -> click's one-line 'Error: ...' on stderr, exit code 1."""
-    @functools.wraps(fn)
-    def run(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except ReMeError as exc:
-            raise click.ClickException(str(exc)) from exc
-    return run
-
-
-def _run_tool(c: _Ctx, name: str, **kwargs: Any) -> dict[str, Any]:
+def _run_tool(c: Ctx, name: str, **kwargs: Any) -> dict[str, Any]:
     from reme_agent.toolkit.registry import get_tool
 
     spec = get_tool(name)
@@ -46,11 +31,9 @@ def _run_tool(c: _Ctx, name: str, **kwargs: Any) -> dict[str, Any]:
 
 
 # -- listing ------------------------------------------------------------------------------
-@cli.command("tools")
-@_common
-@click.pass_obj
-@_clean_errors
-def tools_cmd(obj: _Ctx, vault: str | None, as_json: bool, configs: tuple[str, ...]) -> None:
+@click.command("tools")
+@common
+def tools_cmd(c: Ctx) -> None:
     """List the memory tools with their groups, flags and JSON schemas.
 
     \b
@@ -59,7 +42,6 @@ def tools_cmd(obj: _Ctx, vault: str | None, as_json: bool, configs: tuple[str, .
     """
     from reme_agent.toolkit.registry import TOOLS
 
-    c = _ctx(obj, vault, as_json, configs)
     data = [{"name": s.name, "group": s.group, "read_only": s.read_only,
              "destructive": s.destructive, "description": s.description,
              "parameters": s.input_schema()} for s in TOOLS]
@@ -70,37 +52,30 @@ def tools_cmd(obj: _Ctx, vault: str | None, as_json: bool, configs: tuple[str, .
 
 
 # -- convenience commands -----------------------------------------------------------------
-@cli.command("read")
-@_common
+@click.command("read")
+@common
 @click.argument("path")
 @click.option("--start", "start_line", type=int, default=None, help="First line (1-based).")
 @click.option("--end", "end_line", type=int, default=None, help="Last line (inclusive).")
-@click.pass_obj
-@_clean_errors
-def read_cmd(obj: _Ctx, vault: str | None, as_json: bool, configs: tuple[str, ...], path: str,
-             start_line: int | None, end_line: int | None) -> None:
+def read_cmd(c: Ctx, path: str, start_line: int | None, end_line: int | None) -> None:
     """Print a note (or a line range) with its stamp.
 
     \b
     Example:
       reme-agent read knowledge/bm25/bm25.md --start 1 --end 20
     """
-    _run_tool(_ctx(obj, vault, as_json, configs), "read", path=path, start_line=start_line,
-              end_line=end_line)
+    _run_tool(c, "read", path=path, start_line=start_line, end_line=end_line)
 
 
-@cli.command("traverse")
-@_common
+@click.command("traverse")
+@common
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--direction", type=click.Choice(["out", "in", "both"]), default="out",
               show_default=True, help="Follow links, backlinks, or both.")
 @click.option("--depth", type=int, default=1, show_default=True, help="Hops to walk (1-5).")
 @click.option("--predicate", "predicates", multiple=True,
               help="Only links with this predicate (repeatable; '' = bare links).")
-@click.pass_obj
-@_clean_errors
-def traverse_cmd(obj: _Ctx, vault: str | None, as_json: bool, configs: tuple[str, ...],
-                 paths: tuple[str, ...], direction: str, depth: int,
+def traverse_cmd(c: Ctx, paths: tuple[str, ...], direction: str, depth: int,
                  predicates: tuple[str, ...]) -> None:
     """Walk the link graph from one or more notes.
 
@@ -108,18 +83,15 @@ def traverse_cmd(obj: _Ctx, vault: str | None, as_json: bool, configs: tuple[str
     Example:
       reme-agent traverse knowledge/bm25/bm25.md --direction both --depth 2
     """
-    _run_tool(_ctx(obj, vault, as_json, configs), "graph_traverse", seeds=list(paths),
-              direction=direction, depth=depth, predicates=list(predicates) or None)
+    _run_tool(c, "graph_traverse", seeds=list(paths), direction=direction, depth=depth,
+              predicates=list(predicates) or None)
 
 
-@cli.command("lint")
-@_common
+@click.command("lint")
+@common
 @click.option("--folder", default="", help="Only check notes under this folder.")
 @click.option("--strict", is_flag=True, help="Exit with code 1 when anything is reported.")
-@click.pass_obj
-@_clean_errors
-def lint_cmd(obj: _Ctx, vault: str | None, as_json: bool, configs: tuple[str, ...],
-             folder: str, strict: bool) -> None:
+def lint_cmd(c: Ctx, folder: str, strict: bool) -> None:
     """Report dangling links, orphans, name collisions and schema problems (never rewrites).
 
     \b
@@ -128,7 +100,6 @@ def lint_cmd(obj: _Ctx, vault: str | None, as_json: bool, configs: tuple[str, ..
     """
     from reme_agent.toolkit import lint
 
-    c = _ctx(obj, vault, as_json, configs)
     v = c.open()
     try:
         results = {"dangling": lint.lint_dangling(v, folder=folder),
@@ -159,7 +130,7 @@ class _ToolGroup(click.Group):
         return _command_for(spec) if spec else None
 
 
-@cli.group("tool", cls=_ToolGroup)
+@click.group("tool", cls=_ToolGroup)
 def tool_group() -> None:
     """Run any memory tool: reme-agent tool <name> --arg value ... [--json].
 
@@ -173,17 +144,15 @@ def tool_group() -> None:
 def _command_for(spec: Any) -> click.Command:
     params = spec.params()
 
-    @_clean_errors
-    def callback(vault: str | None, as_json: bool, configs: tuple[str, ...], **kwargs: Any) -> None:
-        obj = click.get_current_context().find_object(_Ctx) or _Ctx(None, (), False)
+    @with_ctx
+    def callback(c: Ctx, **kwargs: Any) -> None:
         args = {p.name: _value(p, kwargs[p.name]) for p in params
                 if kwargs.get(p.name) is not None and kwargs.get(p.name) != ()}
-        _run_tool(_ctx(obj, vault, as_json, configs), spec.name, **args)
+        _run_tool(c, spec.name, **args)
 
-    options = [_option(p) for p in params]
-    cmd = click.Command(spec.name, callback=callback, params=options,
-                        help=spec.description, short_help=spec.description.splitlines()[0])
-    return _common(cmd)
+    options = [*(_option(p) for p in params), *shared_option_objects()]
+    return click.Command(spec.name, callback=callback, params=options,
+                         help=spec.description, short_help=spec.description.splitlines()[0])
 
 
 def _base(annotation: Any) -> tuple[Any, str]:

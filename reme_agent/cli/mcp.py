@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import click
 
-from reme_agent.cli import _common, _ctx, cli
+from reme_agent.cli.context import Ctx, common
 
 
-@cli.command()
-@_common
+@click.command("mcp")
+@common
 @click.option("--tier", type=click.Choice(["service", "expert"]), default="service",
               show_default=True, help="service = atomic tools + LLM jobs; expert = atomic tools only.")
 @click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True)
@@ -16,8 +16,7 @@ from reme_agent.cli import _common, _ctx, cli
 @click.option("--port", default=8765, show_default=True, help="HTTP port.")
 @click.option("--token-env", default=None, metavar="NAME",
               help="Environment variable holding the bearer token (required off loopback).")
-@click.pass_obj
-def mcp(obj, vault, as_json, configs, tier, transport, host, port, token_env) -> None:  # type: ignore[no-untyped-def]
+def mcp(c: Ctx, tier: str, transport: str, host: str, port: int, token_env: str | None) -> None:
     """Serve the vault's tools over MCP.
 
     \b
@@ -27,7 +26,6 @@ def mcp(obj, vault, as_json, configs, tier, transport, host, port, token_env) ->
     """
     from reme_agent.mcp_server import resolve_token, serve
 
-    c = _ctx(obj, vault, as_json, configs)
     if transport == "http":
         resolve_token(host, token_env)  # fail fast, before loading the vault
     v = c.open()

@@ -1,27 +1,26 @@
 """`reme-agent autolink`: auto-link L1–L4 on the command line (DESIGN §9).
 
-Loaded by `reme_agent/cli.py` through its list of command modules. A composition root: reads
-Settings, builds the judge when a model is configured, and calls `AutoLinker.run`.
+A composition root: reads Settings, builds the LLM judge only when a model is configured
+(so L1/L4 without a model never load agentscope), and calls `AutoLinker.run`.
 """
 
 from __future__ import annotations
 
 import click
 
-from reme_agent.cli import _common, _Ctx, _ctx, cli
+from reme_agent.cli.context import Ctx, common
 
 
-@cli.command("autolink")
-@_common
+@click.command("autolink")
+@common
 @click.option("--levels", default=None, metavar="L1,L2,L3,L4",
               help="Levels to run, comma-separated (default from config: autolink.levels).")
 @click.option("--dry-run", is_flag=True, help="Plan and report; write nothing.")
 @click.option("--path", "paths", multiple=True, metavar="P",
               help="Only this note or folder (repeatable); default: the whole vault.")
 @click.option("--no-refresh", is_flag=True, help="Do not re-index the notes L1 changed.")
-@click.pass_obj
-def autolink(obj: _Ctx, vault: str | None, as_json: bool, configs: tuple[str, ...],
-             levels: str | None, dry_run: bool, paths: tuple[str, ...], no_refresh: bool) -> None:
+def autolink(c: Ctx, levels: str | None, dry_run: bool, paths: tuple[str, ...],
+             no_refresh: bool) -> None:
     """Turn unlinked mentions into [[links]] (L1), add See-also links (L2), upgrade bare
     links to typed ones (L3, audited) and report likely duplicates (L4).
 
@@ -36,7 +35,6 @@ def autolink(obj: _Ctx, vault: str | None, as_json: bool, configs: tuple[str, ..
     """
     from reme_agent.autolink.runner import AutoLinker, parse_levels
 
-    c = _ctx(obj, vault, as_json, configs)
     v = c.open()
     try:
         wanted = parse_levels(levels, v.settings.autolink.levels)

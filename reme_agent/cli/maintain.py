@@ -1,9 +1,9 @@
 """`reme-agent maintain`: the maintainer on the command line (DESIGN §9), a composition root.
 
-Loaded by `reme_agent/cli.py` through its list of command modules. It reads Settings, builds
-the model-backed deciders (jobs/maintainer_job.py) only when a model is configured and
-`--no-llm` is not given, hands pending `split` items of the in-process job queue to the
-split step, and prints the report (`--json` for the full dict).
+It reads Settings, builds the model-backed deciders (jobs/maintainer_job.py) only when a
+model is configured and `--no-llm` is not given (so a run without a model never loads
+agentscope), hands pending `split` items of the in-process job queue to the split step, and
+prints the report (`--json` for the full dict).
 
 Scheduling: `--every 24h` keeps running (Ctrl-C stops it); or use cron, e.g.
 `0 2 * * * cd /path && reme-agent maintain --vault ./vault >> maintain.log 2>&1`.
@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from reme_agent.cli import _common, _Ctx, _ctx, cli
+from reme_agent.cli.context import Ctx, common
 from reme_agent.maintenance.report import STEPS
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
@@ -53,7 +53,7 @@ def queued_splits() -> list[str]:
 
 
 @click.command("maintain")
-@_common
+@common
 @click.option("--only", "only", multiple=True, type=click.Choice(STEPS),
               help="Run only this step (repeatable); the fixed order is kept.")
 @click.option("--dry-run", is_flag=True, help="Compute and report, write nothing.")
@@ -65,9 +65,7 @@ def queued_splits() -> list[str]:
               help="Run again every DURATION (e.g. 24h, 30m) until Ctrl-C.")
 @click.option("--max-runs", type=click.IntRange(1, None), default=None, hidden=True,
               help="With --every: stop after this many runs.")
-@click.pass_obj
-def maintain(obj: _Ctx, vault: str | None, as_json: bool, configs: tuple[str, ...],
-             only: tuple[str, ...], dry_run: bool, move_archived: bool, no_llm: bool,
+def maintain(c: Ctx, only: tuple[str, ...], dry_run: bool, move_archived: bool, no_llm: bool,
              every: str | None, max_runs: int | None) -> None:
     """Maintain the vault: access log, communities, decay/archive, merge, split, health.
 
@@ -83,7 +81,6 @@ def maintain(obj: _Ctx, vault: str | None, as_json: bool, configs: tuple[str, ..
     """
     from reme_agent.maintenance.maintainer import Maintainer
 
-    c = _ctx(obj, vault, as_json, configs)
     interval = parse_duration(every) if every else None
     v = c.open()
     try:
@@ -107,5 +104,3 @@ def maintain(obj: _Ctx, vault: str | None, as_json: bool, configs: tuple[str, ..
     finally:
         v.close()
 
-
-cli.add_command(maintain)

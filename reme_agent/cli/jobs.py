@@ -1,8 +1,7 @@
 """`reme-agent sync | distill | hook`: the LLM jobs and hooks on the command line (DESIGN §9).
 
-`reme_agent.cli` imports this module, so the commands register on its group. A job command
-prints the JobResult (text, or JSON with --json) and exits 1 when the job stopped on an
-error or left failed/refused writes. `hook` reads the event JSON on stdin and always exits 0
+A job command prints the JobResult (text, or JSON with --json) and exits 1 when the job
+stopped on an error or left failed/refused writes. `hook` reads the event JSON on stdin and always exits 0
 (see `reme_agent.hooks`).
 """
 
@@ -16,15 +15,14 @@ from typing import Any
 
 import click
 
-from reme_agent.cli import _common, _Ctx, _ctx, cli
-from reme_agent.errors import ReMeError
+from reme_agent.cli.context import Ctx, common
 
 
-def _emit(c: _Ctx, result: Any) -> None:
+def _emit(c: Ctx, result: Any) -> None:
     data = result.model_dump(mode="json", exclude=None if c.as_json else {"tool_calls"})
     c.emit(data, result.render())
     if not result.ok:
-        sys.exit(1)
+        raise click.exceptions.Exit(1)
 
 
 def _day(value: str | None) -> Any:
@@ -38,8 +36,8 @@ def _day(value: str | None) -> Any:
         raise click.BadParameter(f"{value!r} is not a YYYY-MM-DD date.") from None
 
 
-@cli.command("sync")
-@_common
+@click.command("sync")
+@common
 @click.option("--messages", "messages_file", required=True, type=click.Path(exists=True,
               dir_okay=False, path_type=Path), help="JSON list of {role, content} messages.")
 @click.option("--mode", type=click.Choice(["llm", "transcript"]), default="llm",
@@ -48,9 +46,7 @@ def _day(value: str | None) -> Any:
 @click.option("--hint", default="", help="A hint for the model, e.g. the task's name.")
 @click.option("--slug", default=None, help="transcript mode: the note's slug.")
 @click.option("--date", "day", default=None, help="The day to write (default today).")
-@click.pass_obj
-def sync_cmd(obj: _Ctx, vault: str | None, as_json: bool, configs: tuple[str, ...],
-             messages_file: Path, mode: str, session_id: str | None, hint: str,
+def sync_cmd(c: Ctx, messages_file: Path, mode: str, session_id: str | None, hint: str,
              slug: str | None, day: str | None) -> None:
     """Record a conversation in today's daily note (the synchronizer).
 
@@ -61,7 +57,6 @@ def sync_cmd(obj: _Ctx, vault: str | None, as_json: bool, configs: tuple[str, ..
     """
     from reme_agent.jobs.synchronizer import run_synchronizer
 
-    c = _ctx(obj, vault, as_json, configs)
     try:
         data = json.loads(messages_file.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
@@ -69,26 +64,23 @@ def sync_cmd(obj: _Ctx, vault: str | None, as_json: bool, configs: tuple[str, ..
     messages = data.get("messages", data) if isinstance(data, dict) else data
     if not isinstance(messages, list):
         raise click.ClickException(f"{messages_file} must hold a JSON list of messages.")
+    today = _day(day)
     v = c.open()
     try:
         result = run_synchronizer(v, messages, mode=mode, session_id=session_id, hint=hint,
-                                  slug=slug, today=_day(day))
-    except ReMeError as exc:
-        raise click.ClickException(str(exc)) from exc
+                                  slug=slug, today=today)
     finally:
         v.close()
     _emit(c, result)
 
 
-@cli.command("distill")
-@_common
+@click.command("distill")
+@common
 @click.argument("daily_paths", nargs=-1, required=True)
 @click.option("--hint", default="", help="A hint for the model, e.g. what matters most.")
 @click.option("--flip/--no-flip", "flip_status", default=True, show_default=True,
               help="Set fully distilled daily notes to status distilled.")
-@click.pass_obj
-def distill_cmd(obj: _Ctx, vault: str | None, as_json: bool, configs: tuple[str, ...],
-                daily_paths: tuple[str, ...], hint: str, flip_status: bool) -> None:
+def distill_cmd(c: Ctx, daily_paths: tuple[str, ...], hint: str, flip_status: bool) -> None:
     """Distill daily notes into knowledge notes (Read-Modify-Write; needs a model).
 
     \b
@@ -98,25 +90,20 @@ def distill_cmd(obj: _Ctx, vault: str | None, as_json: bool, configs: tuple[str,
     """
     from reme_agent.jobs.distiller import run_distiller
 
-    c = _ctx(obj, vault, as_json, configs)
     v = c.open()
     try:
         result = run_distiller(v, list(daily_paths), hint=hint, flip_status=flip_status)
-    except ReMeError as exc:
-        raise click.ClickException(str(exc)) from exc
     finally:
         v.close()
     _emit(c, result)
 
 
-@cli.command("hook")
-@_common
+@click.command("hook")
+@common
 @click.argument("name", type=click.Choice(["session_end", "pre_compact", "stop"]))
 @click.option("--mode", type=click.Choice(["auto", "llm", "transcript"]), default="auto",
               show_default=True, help="Sync mode: auto = llm when a model is configured.")
-@click.pass_obj
-def hook_cmd(obj: _Ctx, vault: str | None, as_json: bool, configs: tuple[str, ...], name: str,
-             mode: str) -> None:
+def hook_cmd(c: Ctx, name: str, mode: str) -> None:
     """Run a host hook with the event JSON on stdin; always exits 0 (errors go to stderr).
 
     \b
@@ -129,7 +116,6 @@ def hook_cmd(obj: _Ctx, vault: str | None, as_json: bool, configs: tuple[str, ..
     from reme_agent.hooks import parse_event, run_hook, vault_for
     from reme_agent.vault import open_vault
 
-    c = _ctx(obj, vault, as_json, configs)
     try:
         event = parse_event("" if sys.stdin.isatty() else sys.stdin.read())  # no pipe: {}
         root = vault_for(event, c.vault_arg or os.environ.get("REME_VAULT"))
