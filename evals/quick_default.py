@@ -13,8 +13,8 @@ import json
 import logging
 
 from evals.ablations import EvalConfig
-from evals.run import load_datasets
 from evals.harness import run_dataset
+from evals.run import load_datasets
 
 
 def main(argv: list[str] | None = None) -> None:

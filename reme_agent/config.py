@@ -71,7 +71,10 @@ class SearchSettings(_Section):
         0.2, ge=0.0, le=1.0, description="Recency factor = (1-w) + w*exp(-dt/tau), in [1-w, 1]; "
         "w=1 is the bare exp(-dt/tau). Set by the evals (docs/decisions.md).")
     use_centrality: bool = True
-    use_community: bool = True
+    use_community: bool = Field(
+        False, description="Community boost (beta) for the top-3 seeds' community. Off by "
+        "default: no lift on the hand-kept linked vault (kvault), none without links (LoCoMo, "
+        "CMRC); see docs/decisions.md.")
     use_recency: bool = True
     use_layer: bool = Field(True, description="Apply the R-2 layer tie-break weight.")
     recency_use_mtime: bool = Field(
