@@ -22,10 +22,11 @@ import logging
 import os
 import threading
 import time
-import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from reme_agent.recall.pervault import PerVault
 
 if TYPE_CHECKING:
     from reme_agent.engine.state import IndexState
@@ -114,16 +115,12 @@ class FreshnessCheck:
         return IndexFreshness(indexed_files=len(known), unindexed_files=self._unindexed)
 
 
-_checks: weakref.WeakKeyDictionary[Vault, FreshnessCheck] = weakref.WeakKeyDictionary()
-_checks_lock = threading.Lock()
+_checks: PerVault[FreshnessCheck] = PerVault(FreshnessCheck)
 
 
 def check_for(vault: Vault) -> FreshnessCheck:
-    with _checks_lock:
-        chk = _checks.get(vault)
-        if chk is None or chk.state is not vault.state:
-            chk = _checks[vault] = FreshnessCheck(vault.state)
-    return chk
+    """The vault's freshness check (one per Vault object)."""
+    return _checks.get(vault)
 
 
 def refresh_stale(vault: Vault, stale: list[str]) -> tuple[list[str], str | None]:

@@ -14,13 +14,13 @@ run, in any process; the graph only changes inside one).
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from reme_agent.engine.indexer import note_title
+from reme_agent.recall.pervault import PerVault
 from reme_agent.recall.signals import parse_moment
 
 if TYPE_CHECKING:
@@ -118,17 +118,12 @@ class NodeCatalog:
             mtime=datetime.fromtimestamp(row.mtime_ns / 1e9, tz=UTC))
 
 
-_catalogs: weakref.WeakKeyDictionary[Vault, NodeCatalog] = weakref.WeakKeyDictionary()
-_catalogs_lock = threading.Lock()
+_catalogs: PerVault[NodeCatalog] = PerVault(NodeCatalog)
 
 
 def catalog_for(vault: Vault) -> NodeCatalog:
     """The vault's catalog (one per Vault object; it dies with the vault)."""
-    with _catalogs_lock:
-        cat = _catalogs.get(vault)
-        if cat is None or cat.state is not vault.state:
-            cat = _catalogs[vault] = NodeCatalog(vault.state)
-    return cat
+    return _catalogs.get(vault)
 
 
 def group_by_node(hits: list[BlockHit], scores: dict[str, float],

@@ -33,7 +33,6 @@ from __future__ import annotations
 import functools
 import math
 import threading
-import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -44,6 +43,7 @@ from reme_agent.engine.indexer import note_aliases, note_title
 from reme_agent.engine.tokenize import tokenize
 from reme_agent.recall.normalize import CJK_CHAR as _CJK
 from reme_agent.recall.normalize import compact, spaced, within_words
+from reme_agent.recall.pervault import PerVault
 
 if TYPE_CHECKING:
     from reme_agent.engine.state import IndexState
@@ -354,15 +354,11 @@ def _discard(index: dict[Any, set[int]], key: Any, eid: int) -> None:
             del index[key]
 
 
-_indexes: weakref.WeakKeyDictionary[Vault, NameIndex] = weakref.WeakKeyDictionary()
-_indexes_lock = threading.Lock()
+_indexes: PerVault[NameIndex] = PerVault(NameIndex)
 
 
 def index_for(vault: Vault) -> NameIndex:
     """The vault's name index, in step with its index state (one per Vault object)."""
-    with _indexes_lock:
-        idx = _indexes.get(vault)
-        if idx is None or idx.state is not vault.state:
-            idx = _indexes[vault] = NameIndex(vault.state)
+    idx = _indexes.get(vault)
     idx.sync()
     return idx
