@@ -71,7 +71,10 @@ class SearchSettings(_Section):
         0.2, ge=0.0, le=1.0, description="Recency factor = (1-w) + w*exp(-dt/tau), in [1-w, 1]; "
         "w=1 is the bare exp(-dt/tau). Set by the evals (docs/decisions.md).")
     use_centrality: bool = True
-    use_community: bool = True
+    use_community: bool = Field(
+        False, description="Community boost (beta) for the top-3 seeds' community. Off by "
+        "default: no lift on the hand-kept linked vault (kvault), none without links (LoCoMo, "
+        "CMRC); see docs/decisions.md.")
     use_recency: bool = True
     use_layer: bool = Field(True, description="Apply the R-2 layer tie-break weight.")
     recency_use_mtime: bool = Field(
@@ -88,6 +91,29 @@ class SearchSettings(_Section):
         {"knowledge": 1.0, "daily": 0.98, "resource": 0.96},
         description="R-2 tie-break: knowledge > daily > resource (multiplied into the score).")
     signals_max_age_days: float = Field(14.0, description="Warn when meta signals are older.")
+    # -- what the query says beyond text relevance (recall/evidence.py; evals/README.md) --
+    use_names: bool = Field(True, description="Names (title, aliases, stem, headings) are "
+                            "a field: a note the query names is a candidate and rises; one "
+                            "whose name is the query ranks first.")
+    use_relations: bool = Field(True, description="Follow predicate links of a named note "
+                                "when the query asks for that relation (who owns X).")
+    use_phrases: bool = Field(True, description="A note holding the query verbatim ranks "
+                              "first (after exact names).")
+    name_weight: float = Field(1.0, ge=0.0, description="Added to the text score times the "
+                               "name match strength (0..1).")
+    relation_weight: float = Field(1.0, ge=0.0, description="Added to the text score of a "
+                                   "relation answer times its subject's name strength.")
+    neighbour_weight: float = Field(0.5, ge=0.0, description="Notes linked to a named note: "
+                                    "text score x (1 + weight x name strength).")
+    use_floor: bool = Field(True, description="Mark results below the relevance floor "
+                            "`weak` (recall/floor.py); the text says 'no good match'.")
+    floor_coverage: float = Field(
+        0.5, ge=0.0, le=1.0, description="Weak below this idf-weighted share of the query's "
+        "terms in the note's best block (and below floor_cosine). Calibrated on kvault + LoCoMo.")
+    floor_cosine: dict[str, float] = Field(
+        {"use": 0.30, "hash": 0.20, "e5": 0.82},
+        description="Per embedder: weak below this raw cosine (and below floor_coverage); an "
+        "embedder not listed is judged by coverage alone.")
 
 
 class ModelSettings(_Section):

@@ -121,8 +121,8 @@ class MemoryMiddleware(MiddlewareBase):
         except Exception as exc:  # recall must never break the app's reply
             log.warning("memory recall failed: %s", exc)
             return None
-        hits = [n for n in response.results if not (own and own in n.path)
-                and not getattr(n, "weak", False)]
+        # Weak results are below the relevance floor: no memory beats unrelated memory.
+        hits = [n for n in response.results if not n.weak and not (own and own in n.path)]
         return render_memory(hits) if hits else None
 
     def _turn_counts(self, agent: Any) -> dict[str, int]:

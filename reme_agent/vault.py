@@ -222,19 +222,21 @@ class Vault:
             self.indexer.ensure_fresh()
 
     def _warm_up(self) -> None:
-        """On the first `ready`, load the embedding model and jieba's dictionary in the
-        background while the projections load: the first search needs all three, and the
-        model's decompression (about 1 s for USE) runs outside the GIL."""
+        """On the first `ready`, load the embedding model, jieba's dictionary and search's
+        name index in the background while the projections load: the first search needs
+        them all, and the model's decompression (about 1 s for USE) runs outside the GIL."""
         if self._warming:
             return
         self._warming = True
 
         def warm() -> None:
             from reme_agent.engine.tokenize import warm_up
+            from reme_agent.recall.names import index_for
 
             try:
                 self.embedder.embed_query("warm up")
                 warm_up()
+                index_for(self)   # search's name index (~1 s at 10k notes), off the first query
             except Exception as exc:  # the real call will raise it again, with context
                 log.debug("warm-up failed: %s", exc)
 

@@ -19,7 +19,7 @@ import pytest
 from reme_agent.engine.queue import LEASE_SECONDS
 from reme_agent.jobs.followups import Wiring, drain
 from reme_agent.vault import Vault, open_vault
-from tests.jobs.conftest import AUTH, SETTINGS, build, text_of
+from tests.jobs.conftest import SETTINGS, build, text_of
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "REME_EMBEDDER__NAME": "hash",

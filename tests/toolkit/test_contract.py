@@ -14,7 +14,8 @@ from tests.toolkit.conftest import call_toolkit, vault_hash
 
 CONTRACT: dict[str, tuple[str, list[str], bool, bool]] = {
     # name: (group, parameters after vault, read_only, destructive)
-    "search": ("retrieve", ["query", "limit", "path_prefix", "include_archived"], True, False),
+    "search": ("retrieve", ["query", "limit", "path_prefix", "layers", "include_archived",
+                            "expand_depth", "top_chunks_per_path", "query_rewrite"], True, False),
     "graph_traverse": ("retrieve", ["seeds", "direction", "depth", "predicates",
                                     "exclude_archived", "max_nodes"], True, False),
     "list": ("read", ["folder", "recursive", "glob", "where", "limit"], True, False),
