@@ -599,23 +599,7 @@ class FileStore:
         return self.write_bytes(dst, source.read_bytes())
 
     def _atomic_write(self, path: Path, data: bytes) -> str:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            # Keep the old read/write bits, never an executable one: a tool rewriting a
-            # file must not leave behind something the system would run.
-            mode = stat.S_IMODE(path.stat().st_mode) & 0o666 if path.exists() else 0o644
-            os.chmod(tmp, mode)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
-        _fsync_dir(path.parent)
+        replace_file(path, data)
         return stamp_of(data)
 
     def _prune_empty_dirs(self, folder: Path) -> None:
@@ -625,6 +609,29 @@ class FileStore:
             except OSError:
                 return
             folder = folder.parent
+
+
+def replace_file(path: Path, data: bytes) -> None:
+    """Create or replace `path` atomically: a fsynced temp file in the same folder, renamed
+    over it. Readers see the old bytes or the new ones, never a torn file. Also the writer of
+    files outside a vault that must not be torn (`export-agents`: `.mcp.json`, agent files)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        # Keep the old read/write bits, never an executable one: a tool rewriting a
+        # file must not leave behind something the system would run.
+        mode = stat.S_IMODE(path.stat().st_mode) & 0o666 if path.exists() else 0o644
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
 
 
 def printable(text: str) -> str:

@@ -348,13 +348,13 @@ async def arun_synchronizer(vault: Vault, messages: Iterable[Any], *, mode: Mode
     sid = session_id or f"sync-{_dt.datetime.now():%Y%m%d-%H%M%S}"
     if not turns:
         return JobResult(job=JOB, summary="No user or assistant messages to record.")
-    recent = _recent_active(vault, day, cfg.inherit_days)
+    recent = recent_active(vault, day, cfg.inherit_days)
     guard = SyncGuard(vault, JOB, today=day, max_cas_redos=cfg.max_cas_redos, queue=queue,
                       session_id=sid, recent=recent)
     values = {"protocol": protocol_text(), "vault_dir": str(vault.root), "today": day.isoformat(),
               "hint": hint or "(none)", "session_id": sid, "language": spec.language,
               "transcript": render_transcript(turns, cfg.sync_max_chars),
-              "recent": _render_recent(recent), "inherit_days": cfg.inherit_days}
+              "recent": render_recent(recent), "inherit_days": cfg.inherit_days}
     summary, reason, error = await guarded(run_agent(
         spec, guard, chat, system_values=values, user_values=values,
         retries=vault.settings.model.retries))
@@ -405,7 +405,8 @@ def transcript_sync(vault: Vault, turns: list[dict[str, str]], *, session_id: st
                         summary=f"Appended {len(new)} turn(s) to {path}.")
 
 
-def _recent_active(vault: Vault, day: _dt.date, days: int) -> list[dict[str, Any]]:
+def recent_active(vault: Vault, day: _dt.date, days: int) -> list[dict[str, Any]]:
+    """Active daily notes of the last `days` days up to `day` (candidates for UPDATE/INHERIT)."""
     start = (day - _dt.timedelta(days=max(days, 0))).isoformat()
     try:
         found = daily_list(vault, start=start, end=day.isoformat(), status="active", limit=200)
@@ -414,7 +415,8 @@ def _recent_active(vault: Vault, day: _dt.date, days: int) -> list[dict[str, Any
     return [n for n in found["notes"] if norm_path(n["path"]).startswith(DAILY + "/")]
 
 
-def _render_recent(recent: list[dict[str, Any]]) -> str:
+def render_recent(recent: list[dict[str, Any]]) -> str:
+    """The user template's `{recent}`: one line per recent active daily note."""
     if not recent:
         return "(none)"
     return "\n".join(f"- {n['path']} ({n['date']}) — {n.get('title') or n['slug']}"
