@@ -4,7 +4,8 @@ The same L4 functions as the AgentScope toolkit (no second copy): each spec is b
 vault, its ReMeError becomes an MCP `ToolError` (so the model reads what happened and what
 to do, and the server keeps serving), and its result carries both the readable text (for the
 model) and the JSON data (`structuredContent`, for programs). The `service` tier adds the
-LLM jobs as tools; `expert` exposes atomic tools only.
+LLM jobs as tools; `expert` exposes atomic tools only. Both tiers list the jobs' prompts
+(`mcp_prompts.py`: distill, sync, maintain, recall), which the host's own model runs.
 
 HTTP binds to 127.0.0.1 by default. Binding anywhere else requires a bearer token read from
 an environment variable; requests without it get 401. stdout is the protocol channel on
@@ -22,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from reme_agent.errors import ConfigError, ReMeError
+from reme_agent.mcp_prompts import add_prompts
 from reme_agent.toolkit.registry import ToolSpec, select
 from reme_agent.toolkit.results import ToolResult
 
@@ -89,6 +91,7 @@ def build_server(vault: Vault, tier: str = "service", *,
         server.add_tool(mcp_tool(spec, vault), name=spec.name, description=spec.description,
                         annotations=ToolAnnotations(read_only_hint=spec.read_only,
                                                     destructive_hint=spec.destructive))
+    add_prompts(server, vault)
     return server
 
 

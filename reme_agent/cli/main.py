@@ -27,7 +27,18 @@ from typing import Any
 
 import click
 
-from reme_agent.cli import autolink, bench, evals, jobs, maintain, mcp, search, tools, vault_cmds
+from reme_agent.cli import (
+    autolink,
+    bench,
+    evals,
+    export,
+    jobs,
+    maintain,
+    mcp,
+    search,
+    tools,
+    vault_cmds,
+)
 from reme_agent.cli.context import Ctx, shared_options
 from reme_agent.errors import ReMeError
 
@@ -73,8 +84,8 @@ COMMANDS: tuple[click.Command, ...] = (
     jobs.sync_cmd, jobs.distill_cmd, jobs.hook_cmd,
     # maintenance and auto-link
     maintain.maintain, autolink.autolink,
-    # serving
-    mcp.mcp,
+    # serving, and the expert tier's subagents for hosts
+    mcp.mcp, export.export_agents,
     # measuring (need the source checkout)
     bench.bench, evals.eval_cmd,
 )
