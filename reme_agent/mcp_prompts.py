@@ -33,6 +33,7 @@ from reme_agent.jobs.synchronizer import (
     render_recent,
     render_transcript,
 )
+from reme_agent.schema.layout import KNOWLEDGE
 from reme_agent.toolkit.common import norm_folder
 from reme_agent.toolkit.daily import daily_list
 
@@ -79,7 +80,7 @@ def sync_prompt(vault: Vault, summary: str | None = None, messages: str | None =
 
 
 def maintain_prompt(vault: Vault, steps: str | None = None, folder: str | None = None) -> str:
-    """The curator's prompt for `steps` (default all, always in CURATOR_STEPS order)."""
+    """The curator's prompt for `steps` (default all, always in CURATOR_STEPS order) on `folder`."""
     wanted = [s.lower() for s in _SEPARATORS.split((steps or "").strip()) if s]
     unknown = [s for s in wanted if s not in CURATOR_STEPS]
     if unknown:
@@ -87,9 +88,12 @@ def maintain_prompt(vault: Vault, steps: str | None = None, folder: str | None =
                               f"Steps: {', '.join(CURATOR_STEPS)} (default: all).")
     chosen = [s for s in CURATOR_STEPS if not wanted or s in wanted]
     language = vault.settings.jobs.language
+    if folder is None or not folder.strip():  # knowledge/ by default, the vault if it has none
+        folder = KNOWLEDGE if vault.store.is_dir(KNOWLEDGE) else ""
     values = _values(vault) | {"split_tokens": vault.settings.jobs.split_token_threshold,
                                "steps": ", ".join(chosen),
-                               "folder": norm_folder(vault, folder or "knowledge") or "the vault"}
+                               "folder": norm_folder(vault, folder)
+                               or unbound_values(language)["whole_vault"]}
     return host_prompt("curator", values, language=language).message(values)
 
 

@@ -35,6 +35,7 @@ from reme_agent.toolkit.registry import BY_NAME
 CURATOR_STEPS: tuple[str, ...] = ("schema", "dangling", "orphans", "collisions", "merge",
                                   "split", "autolink")
 """The curator's steps, in the order it runs them (one section each in prompts/curator.yaml)."""
+UNBOUND = frozenset({"today", "hint", "transcript", "whole_vault"})
 
 
 class HostJob(BaseModel):
@@ -107,7 +108,7 @@ def describe(job: str, language: str) -> str:
 
 def unbound_values(language: str) -> dict[str, str]:
     """Placeholder values for text written once and used on many days (exported agents) or
-    for an input the host did not pass (`transcript`)."""
+    for an input the host did not pass (`transcript`, `whole_vault`)."""
     _check_language(language)
     return dict(_host_data()["unbound"][language])
 
@@ -119,9 +120,9 @@ def _host_data() -> dict[str, Any]:
     unbound = data.get("unbound") or {}
     for lang in LANGUAGES:
         values = unbound.get(lang)
-        if not isinstance(values, dict) or not {"today", "hint", "transcript"} <= set(values):
-            raise ConfigError(f"prompts/host.yaml: `unbound.{lang}` needs today, hint and "
-                              "transcript.")
+        if not isinstance(values, dict) or not set(values) >= UNBOUND:
+            raise ConfigError(f"prompts/host.yaml: `unbound.{lang}` needs "
+                              f"{', '.join(sorted(UNBOUND))}.")
     return data
 
 
