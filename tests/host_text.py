@@ -8,7 +8,7 @@ from reme_agent.jobs.base import protocol_text
 from reme_agent.toolkit.registry import BY_NAME
 
 _QUOTED = re.compile(r"`(mcp__[A-Za-z0-9_-]+?__)?([a-z][a-z0-9_]*)`")
-_FAMILY = re.compile(r"^(lint|daily|property|tags|graph)_[a-z0-9_]+$")
+_FAMILY = re.compile(r"^(lint|link|daily|property|tags|graph)_[a-z0-9_]+$")
 JOB_TOOLS = {"synchronizer", "distiller"}
 
 
