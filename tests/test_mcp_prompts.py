@@ -8,12 +8,10 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
-import sys
 from pathlib import Path
 
 import pytest
 from mcp import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
 from reme_agent.config import Settings
@@ -21,21 +19,13 @@ from reme_agent.jobs.base import protocol_text
 from reme_agent.mcp_prompts import PROMPTS, distill_prompt, maintain_prompt, sync_prompt
 from tests.host_text import tools_named
 from tests.jobs.conftest import DAILY_JWT, DAILY_TODAY, SETTINGS, build
-from tests.test_mcp import server_env
+from tests.test_mcp import _stdio_session
 
 ARGUMENTS = {"distill": {"paths": False, "date": False, "hint": False},
              "sync": {"summary": False, "messages": False, "session_id": False, "hint": False},
              "maintain": {"steps": False, "folder": False},
              "recall": {"query": True}}
 TODAY = dt.date.today().isoformat()
-
-
-async def _session(vault: Path, tier: str, body):  # type: ignore[no-untyped-def]
-    params = StdioServerParameters(command=sys.executable, env=server_env(), args=[
-        "-m", "reme_agent", "mcp", "--vault", str(vault), "--tier", tier])
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
-        return await body(session)
 
 
 def _text(result) -> str:  # type: ignore[no-untyped-def]
@@ -102,7 +92,7 @@ def test_expert_tier_serves_the_four_prompts_built_from_the_job_prompts(tmp_path
             await session.get_prompt("dream", {})
         assert not (await session.call_tool("stat", {"path": daily})).is_error  # still serving
 
-    asyncio.run(_session(vault, "expert", body))
+    asyncio.run(_stdio_session(vault, "expert", body))
 
 
 def test_the_service_tier_lists_the_same_prompts(tmp_path: Path) -> None:
@@ -112,7 +102,7 @@ def test_the_service_tier_lists_the_same_prompts(tmp_path: Path) -> None:
     async def body(session: ClientSession) -> set[str]:
         return {p.name for p in (await session.list_prompts()).prompts}
 
-    assert asyncio.run(_session(vault, "service", body)) == set(ARGUMENTS) \
+    assert asyncio.run(_stdio_session(vault, "service", body)) == set(ARGUMENTS) \
         == {p.name for p in PROMPTS}
 
 

@@ -394,12 +394,8 @@ class FileStore:
         if os.path.lexists(path):
             raise NoteExists(norm)  # cheap early refusal; the link below is the real check
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+        tmp = _fsynced_temp(path.parent, data)
         try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
             os.chmod(tmp, 0o644)
             try:
                 os.link(tmp, path)
@@ -616,12 +612,8 @@ def replace_file(path: Path, data: bytes) -> None:
     over it. Readers see the old bytes or the new ones, never a torn file. Also the writer of
     files outside a vault that must not be torn (`export-agents`: `.mcp.json`, agent files)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    tmp = _fsynced_temp(path.parent, data)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
         # Keep the old read/write bits, never an executable one: a tool rewriting a
         # file must not leave behind something the system would run.
         mode = stat.S_IMODE(path.stat().st_mode) & 0o666 if path.exists() else 0o644
@@ -632,6 +624,22 @@ def replace_file(path: Path, data: bytes) -> None:
             os.unlink(tmp)
         raise
     _fsync_dir(path.parent)
+
+
+def _fsynced_temp(folder: Path, data: bytes) -> str:
+    """A new temp file in `folder` holding `data`, fsynced; the caller links or renames it
+    into place (and removes it if that fails)."""
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return tmp
 
 
 def printable(text: str) -> str:
