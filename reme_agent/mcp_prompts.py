@@ -1,4 +1,4 @@
-"""The host-run jobs as MCP prompts: `distill`, `sync`, `maintain`, `recall` (seed L2 slash commands).
+"""The host-run jobs as MCP prompts: distill, sync, maintain, recall (seed L2 slash commands).
 
 A host (Claude Code, Claude Desktop, any MCP client) lists them with `prompts/list` and offers
 them as slash commands; `prompts/get` returns one user message: the job's instructions
@@ -7,9 +7,10 @@ tools) and the task rendered from the host's arguments and the vault (the dailie
 the recent active dailies a sync may update). The host's own model then does the job with the
 MCP tools, so no model is configured here; both tiers list the prompts.
 
-The four builders are plain functions (`distill_prompt`, ...); `PROMPTS` names their arguments
-and `add_prompts` registers them on an `MCPServer`. A ReMeError (a missing daily, an unknown step) becomes an MCP error carrying its
-text, so the host shows what to do instead of "Error rendering prompt".
+The four builders are plain functions (`distill_prompt`, ...); `PROMPTS` names their
+arguments and `add_prompts` registers them on an `MCPServer`. A ReMeError (a missing daily,
+an unknown step) becomes an MCP error carrying its text, so the host shows what to do instead
+of "Error rendering prompt".
 """
 
 from __future__ import annotations
@@ -117,6 +118,8 @@ class Arg:
 
 @dataclass(frozen=True)
 class PromptSpec:
+    """One MCP prompt: its name, the job it is built from, its builder and arguments."""
+
     name: str
     job: str
     """The job (prompts/<job>.yaml) the prompt is built from."""
@@ -138,7 +141,7 @@ PROMPTS: tuple[PromptSpec, ...] = (
         Arg("hint", "What to focus on."))),
     PromptSpec("maintain", "curator", maintain_prompt, (
         Arg("steps", f"Steps, separated by commas: {', '.join(CURATOR_STEPS)}; default: all."),
-        Arg("folder", "Folder to curate; default knowledge."))),
+        Arg("folder", "Folder to curate; default knowledge (the whole vault if it has none)."))),
     PromptSpec("recall", "recall", recall_prompt, (
         Arg("query", "The question to answer from memory.", required=True),)),
 )
