@@ -62,8 +62,10 @@ class Planned:
     """A file to write: its new bytes, and what writing it does to what is there."""
 
     path: Path
+    """Absolute, under the export directory."""
     data: bytes
     status: Status
+    """created; updated (`.mcp.json` gained the server); replaced; unchanged (not written)."""
     conflict: bool = False
     """It exists with other content: written only with `force`."""
     seen: bytes | None = None
