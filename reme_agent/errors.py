@@ -28,7 +28,8 @@ Our exception hierarchy::
     │   ├── ReadFirst(path)                  a job rewrote a note it had not read
     │   └── FrontmatterEditError             a property edit that would harm other keys
     ├── NoDecision                           a model's answer held no usable decision
-    └── BackendError                         vector store / model backend failure
+    ├── BackendError                         vector store / model backend failure
+    └── OutputExists(paths)                  export-agents: files that differ, no --force
 
 Tools and jobs raise these; each interface (AgentScope toolkit, MCP, CLI) converts them once.
 """
@@ -288,3 +289,13 @@ class NoDecision(ReMeError):
 
 class BackendError(ReMeError):
     """The vector store or another backend failed."""
+
+
+class OutputExists(ReMeError):
+    """Files outside the vault a command would replace (`export-agents` without --force)."""
+
+    def __init__(self, paths: Sequence[str]) -> None:
+        super().__init__(f"Refusing to overwrite {len(paths)} existing file(s) that differ: "
+                         f"{', '.join(paths)}; nothing was written.",
+                         "Pass --force to replace them (other servers in .mcp.json are kept).")
+        self.paths = list(paths)

@@ -6,7 +6,8 @@ to do, and the server keeps serving), and its result carries both the readable t
 model) and the JSON data (`structuredContent`, for programs). The `service` tier adds the
 LLM jobs as tools (without a chat model configured, only the synchronizer, which then
 records raw turns: a tool that can only fail is left out); `expert` exposes atomic tools
-only. `server_info.version` is the package version.
+only. Both tiers list the jobs' prompts (`mcp_prompts.py`: distill, sync, maintain, recall),
+which the host's own model runs. `server_info.version` is the package version.
 
 HTTP binds to 127.0.0.1 by default. Binding anywhere else requires a bearer token read from
 an environment variable; requests without it get 401. stdout is the protocol channel on
@@ -24,6 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from reme_agent.errors import ConfigError, ReMeError
+from reme_agent.mcp_prompts import add_prompts
 from reme_agent.toolkit.registry import ToolSpec, select
 from reme_agent.toolkit.results import ToolResult
 
@@ -91,6 +93,7 @@ def build_server(vault: Vault, tier: str = "service", *,
         server.add_tool(mcp_tool(spec, vault), name=spec.name, description=spec.description,
                         annotations=ToolAnnotations(read_only_hint=spec.read_only,
                                                     destructive_hint=spec.destructive))
+    add_prompts(server, vault)
     return server
 
 

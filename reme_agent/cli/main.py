@@ -31,6 +31,7 @@ from reme_agent.cli import (
     autolink,
     bench,
     evals,
+    export,
     jobs,
     maintain,
     mcp,
@@ -84,8 +85,8 @@ COMMANDS: tuple[click.Command, ...] = (
     jobs.sync_cmd, jobs.distill_cmd, jobs.hook_cmd,
     # maintenance, auto-link and the follow-up queue
     maintain.maintain, autolink.autolink, worker.worker,
-    # serving
-    mcp.mcp,
+    # serving, and the expert tier's subagents for hosts
+    mcp.mcp, export.export_agents,
     # measuring (need the source checkout)
     bench.bench, evals.eval_cmd,
 )

@@ -399,12 +399,8 @@ class FileStore:
         if os.path.lexists(path):
             raise NoteExists(norm)  # cheap early refusal; the link below is the real check
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+        tmp = _fsynced_temp(path.parent, data)
         try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
             os.chmod(tmp, 0o644)
             try:
                 os.link(tmp, path)
@@ -621,23 +617,7 @@ class FileStore:
         return self.write_bytes(dst, source.read_bytes())
 
     def _atomic_write(self, path: Path, data: bytes) -> str:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            # Keep the old read/write bits, never an executable one: a tool rewriting a
-            # file must not leave behind something the system would run.
-            mode = stat.S_IMODE(path.stat().st_mode) & 0o666 if path.exists() else 0o644
-            os.chmod(tmp, mode)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
-        _fsync_dir(path.parent)
+        replace_file(path, data)
         return stamp_of(data)
 
     def _prune_empty_dirs(self, folder: Path) -> None:
@@ -647,6 +627,41 @@ class FileStore:
             except OSError:
                 return
             folder = folder.parent
+
+
+def replace_file(path: Path, data: bytes) -> None:
+    """Create or replace `path` atomically: a fsynced temp file in the same folder, renamed
+    over it. Readers see the old bytes or the new ones, never a torn file. Also the writer of
+    files outside a vault that must not be torn (`export-agents`: `.mcp.json`, agent files)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _fsynced_temp(path.parent, data)
+    try:
+        # Keep the old read/write bits, never an executable one: a tool rewriting a
+        # file must not leave behind something the system would run.
+        mode = stat.S_IMODE(path.stat().st_mode) & 0o666 if path.exists() else 0o644
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsynced_temp(folder: Path, data: bytes) -> str:
+    """A new temp file in `folder` holding `data`, fsynced; the caller links or renames it
+    into place (and removes it if that fails)."""
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return tmp
 
 
 def printable(text: str) -> str:

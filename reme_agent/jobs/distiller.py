@@ -161,7 +161,7 @@ async def arun_distiller(vault: Vault, daily_paths: Sequence[str], *, hint: str 
     spec = load_prompt(JOB, language or cfg.language, prompt, placeholders=PLACEHOLDERS,
                        forbidden_tools=FORBIDDEN_TOOLS)
     chat = resolve_model(vault, model, JOB)  # ModelNotConfigured here: nothing touched yet
-    dailies = _check_dailies(vault, daily_paths)
+    dailies = check_dailies(vault, daily_paths)
     guard = DistillGuard(vault, JOB, today=day, max_cas_redos=cfg.max_cas_redos,
                          queue=vault.queue, dailies=dailies,
                          split_tokens=cfg.split_token_threshold,
@@ -169,7 +169,7 @@ async def arun_distiller(vault: Vault, daily_paths: Sequence[str], *, hint: str 
     values = {"protocol": protocol_text(), "vault_dir": str(vault.root),
               "today": day.isoformat(), "hint": hint or "(none)", "language": spec.language,
               "daily_paths": "\n".join(f"- {p}" for p in dailies),
-              "flip_note": _flip_note(spec.language, flip_status)}
+              "flip_note": flip_note(spec.language, flip_status)}
     summary, reason, error = await guarded(run_agent(
         spec, guard, chat, system_values=values, user_values=values,
         retries=vault.settings.model.retries))
@@ -197,7 +197,7 @@ def run_distiller(vault: Vault, daily_paths: Sequence[str], **kwargs: Any) -> Jo
     return run_sync(arun_distiller(vault, daily_paths, **kwargs), "distiller")
 
 
-def _check_dailies(vault: Vault, daily_paths: Sequence[str]) -> list[str]:
+def check_dailies(vault: Vault, daily_paths: Sequence[str]) -> list[str]:
     """Normalised summary-note paths; a missing one fails the job before the model runs."""
     if isinstance(daily_paths, str):
         daily_paths = [daily_paths]
@@ -213,7 +213,8 @@ def _check_dailies(vault: Vault, daily_paths: Sequence[str]) -> list[str]:
     return out
 
 
-def _flip_note(language: str, flip_status: bool) -> str:
+def flip_note(language: str, flip_status: bool) -> str:
+    """The user template's `{flip_note}`: whether the model should mark dailies distilled."""
     if language == "zh":
         return ("每篇日记处理完后调用 daily_status 标记为 distilled。" if flip_status
                 else "不要修改这些日记的 status。")

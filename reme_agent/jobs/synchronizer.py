@@ -250,11 +250,17 @@ def _text_of(content: Any) -> str:
     return str(content)
 
 
-def render_transcript(turns: Sequence[Turn], max_chars: int | None = None) -> str:
-    text = "\n\n".join(f"[{t.role}] {t.text}" for t in turns)
+def render_transcript(turns: Sequence[Turn | Mapping[str, str]],
+                      max_chars: int | None = None) -> str:
+    """`[role] text` per turn (numbered turns, or the dicts `coerce_messages` makes)."""
+    text = "\n\n".join(f"[{_part(t, 'role')}] {_part(t, 'text')}" for t in turns)
     if max_chars and len(text) > max_chars:  # keep the end: the latest turns matter most
         text = "[... earlier turns cut ...]\n\n" + text[-max_chars:]
     return text
+
+
+def _part(turn: Turn | Mapping[str, str], key: str) -> str:
+    return str(turn[key]) if isinstance(turn, Mapping) else str(getattr(turn, key))
 
 
 # -- the guard ----------------------------------------------------------------------------
@@ -367,14 +373,14 @@ async def arun_synchronizer(vault: Vault, messages: Iterable[Any], *, mode: Mode
             result = transcript_sync(vault, fresh, session_id=session_id, slug=slug, today=day)
         else:
             sid = session_id or f"sync-{_dt.datetime.now():%Y%m%d-%H%M%S}"
-            recent = _recent_active(vault, day, cfg.inherit_days)
+            recent = recent_active(vault, day, cfg.inherit_days)
             guard = SyncGuard(vault, JOB, today=day, max_cas_redos=cfg.max_cas_redos,
                               queue=queue, session_id=sid, recent=recent)
             values = {"protocol": protocol_text(), "vault_dir": str(vault.root),
                       "today": day.isoformat(), "hint": hint or "(none)", "session_id": sid,
                       "language": spec.language,
                       "transcript": render_transcript(fresh, cfg.sync_max_chars),
-                      "recent": _render_recent(recent), "inherit_days": cfg.inherit_days}
+                      "recent": render_recent(recent), "inherit_days": cfg.inherit_days}
             summary, reason, error = await guarded(run_agent(
                 spec, guard, chat, system_values=values, user_values=values,
                 retries=vault.settings.model.retries))
@@ -435,7 +441,8 @@ def transcript_sync(vault: Vault, turns: Sequence[Turn], *, session_id: str | No
                         summary=f"Appended {len(turns)} turn(s) to {path}.")
 
 
-def _recent_active(vault: Vault, day: _dt.date, days: int) -> list[dict[str, Any]]:
+def recent_active(vault: Vault, day: _dt.date, days: int) -> list[dict[str, Any]]:
+    """Active daily notes of the last `days` days up to `day` (candidates for UPDATE/INHERIT)."""
     start = (day - _dt.timedelta(days=max(days, 0))).isoformat()
     try:
         found = daily_list(vault, start=start, end=day.isoformat(), status="active", limit=200)
@@ -444,7 +451,8 @@ def _recent_active(vault: Vault, day: _dt.date, days: int) -> list[dict[str, Any
     return [n for n in found["notes"] if norm_path(n["path"]).startswith(DAILY + "/")]
 
 
-def _render_recent(recent: list[dict[str, Any]]) -> str:
+def render_recent(recent: list[dict[str, Any]]) -> str:
+    """The user template's `{recent}`: one line per recent active daily note."""
     if not recent:
         return "(none)"
     return "\n".join(f"- {n['path']} ({n['date']}) — {n.get('title') or n['slug']}"
