@@ -7,15 +7,18 @@ STAMP := $(VENV)/.installed
 .PHONY: demo test lint bench eval clean
 
 $(BIN)/python:
-	$(PY) -m venv $(VENV) || python3 -m venv $(VENV)
+	@$(PY) -m venv $(VENV) 2>/dev/null || python3 -m venv $(VENV)
 
+# -qq: pip's and setuptools' chatter (the editable-install banner) stays out of `make demo`;
+# a failing install still prints its error.
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	@echo "Installing reme-agent and its dependencies into $(VENV) (first run only)..."
+	@$(BIN)/pip install -qq --upgrade pip
+	@$(BIN)/pip install -qq -e '.[dev]'
+	@touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/reme-agent demo
+	@$(BIN)/reme-agent demo
 
 test: $(STAMP)
 	$(BIN)/ruff check .

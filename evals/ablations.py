@@ -123,6 +123,21 @@ def standard_configs(base: SearchSettings, *, quick: bool = False) -> list[EvalC
         out.append(EvalConfig(f"coverage-normalised BM25 + min-max cosine w={w:g}", "experimental",
                               union, mode="union", post=(("cov_w", w), ("limit", base.candidates)),
                               note="not in search(): BM25 / sum of per-term best scores"))
+    # G2: what each part of search() adds, one switched off at a time from the default
+    for name, key, note in (
+            ("names", "use_names", "names, relations and the name tiers (relations need names)"),
+            ("relations", "use_relations", "predicate links of named notes not followed"),
+            ("phrases", "use_phrases", "no verbatim phrase lookup"),
+            ("floor", "use_floor", "no relevance floor (nothing marked weak)"),
+            ("centrality", "use_centrality", "graph factor"),
+            ("community", "use_community", "graph factor"),
+            ("layer", "use_layer", "R-2 tie-break")):
+        out.append(EvalConfig(f"default search() without {name}", "default",
+                              {key: False}, mode="nodes", expand_depth=base.expand_depth,
+                              note=note))
+    out.append(EvalConfig("default search() without graph factors", "default",
+                          {"use_centrality": False, "use_community": False}, mode="nodes",
+                          expand_depth=base.expand_depth, note="centrality and community off"))
     out.append(EvalConfig("default search(), use_recency=False", "default",
                           {"use_recency": False}, mode="nodes", expand_depth=base.expand_depth,
                           note="the defaults without the recency factor"))

@@ -21,7 +21,11 @@ LINK_KINDS = ("relation", "multi_hop")   # their r@5+x shows what link expansion
 PICKS = ("BM25 only", "vector only", "(chosen, text only)", "+ centrality", "+ community",
          "+ recency", "+ layer", "+ all factors", "+ all but recency",
          "text only + node grouping", "+ all + node grouping", "+ all + grouping + expansion",
-         "default search(), use_recency=False", "default search()")
+         "default search(), use_recency=False", "default search() without names",
+         "default search() without relations", "default search() without phrases",
+         "default search() without floor", "default search() without centrality",
+         "default search() without community", "default search() without graph factors",
+         "default search()")
 
 
 def _fmt(value: float | None) -> str:

@@ -12,6 +12,7 @@ tests/test_public_api.py):
     run_distiller, arun_distiller          daily notes -> knowledge (LLM job)
     run_maintainer                         the maintainer (the model decides merges/splits)
     AutoLinker                             auto-link L1-L4
+    start_followup_worker                  drain the vault's follow-up queue on a thread
     build_server                           the tools as an MCP server
     ReMeError, errors                      the exception tree (ReMeError and subclasses)
 """
@@ -37,6 +38,7 @@ _EXPORTS = {
     "arun_distiller": "reme_agent.jobs.distiller",
     "run_maintainer": "reme_agent.jobs.maintainer_job",
     "AutoLinker": "reme_agent.maintenance.autolink.runner",
+    "start_followup_worker": "reme_agent.jobs.followups",
     "build_server": "reme_agent.mcp_server",
     "ReMeError": "reme_agent.errors",
 }

@@ -71,7 +71,10 @@ class SearchSettings(_Section):
         0.2, ge=0.0, le=1.0, description="Recency factor = (1-w) + w*exp(-dt/tau), in [1-w, 1]; "
         "w=1 is the bare exp(-dt/tau). Set by the evals (docs/decisions.md).")
     use_centrality: bool = True
-    use_community: bool = True
+    use_community: bool = Field(
+        False, description="Community boost (beta) for the top-3 seeds' community. Off by "
+        "default: no lift on the hand-kept linked vault (kvault), none without links (LoCoMo, "
+        "CMRC); see docs/decisions.md.")
     use_recency: bool = True
     use_layer: bool = Field(True, description="Apply the R-2 layer tie-break weight.")
     recency_use_mtime: bool = Field(
@@ -88,6 +91,29 @@ class SearchSettings(_Section):
         {"knowledge": 1.0, "daily": 0.98, "resource": 0.96},
         description="R-2 tie-break: knowledge > daily > resource (multiplied into the score).")
     signals_max_age_days: float = Field(14.0, description="Warn when meta signals are older.")
+    # -- what the query says beyond text relevance (recall/evidence.py; evals/README.md) --
+    use_names: bool = Field(True, description="Names (title, aliases, stem, headings) are "
+                            "a field: a note the query names is a candidate and rises; one "
+                            "whose name is the query ranks first.")
+    use_relations: bool = Field(True, description="Follow predicate links of a named note "
+                                "when the query asks for that relation (who owns X).")
+    use_phrases: bool = Field(True, description="A note holding the query verbatim ranks "
+                              "first (after exact names).")
+    name_weight: float = Field(1.0, ge=0.0, description="Added to the text score times the "
+                               "name match strength (0..1).")
+    relation_weight: float = Field(1.0, ge=0.0, description="Added to the text score of a "
+                                   "relation answer times its subject's name strength.")
+    neighbour_weight: float = Field(0.5, ge=0.0, description="Notes linked to a named note: "
+                                    "text score x (1 + weight x name strength).")
+    use_floor: bool = Field(True, description="Mark results below the relevance floor "
+                            "`weak` (recall/floor.py); the text says 'no good match'.")
+    floor_coverage: float = Field(
+        0.5, ge=0.0, le=1.0, description="Weak below this idf-weighted share of the query's "
+        "terms in the note's best block (and below floor_cosine). Calibrated on kvault + LoCoMo.")
+    floor_cosine: dict[str, float] = Field(
+        {"use": 0.30, "hash": 0.20, "e5": 0.82},
+        description="Per embedder: weak below this raw cosine (and below floor_coverage); an "
+        "embedder not listed is judged by coverage alone.")
 
 
 class ModelSettings(_Section):
@@ -198,6 +224,31 @@ class AutoLinkSettings(_Section):
                          "(threads overlap the fsyncs of the CAS writes).")
 
 
+class LinkSettings(_Section):
+    """How tools and jobs write [[links]] (DESIGN §4): Obsidian's "New link format"."""
+
+    style: Literal["shortest", "path"] = Field(
+        "shortest", description="shortest = [[Name]], or [[folder/Name]] only when the name is "
+        "ambiguous (Obsidian's default, \"shortest path when possible\"); path = always the "
+        "full vault path [[folder/Name]] (\"absolute path in vault\"). A `move` keeps each "
+        "existing link's own style.")
+
+
+StrictnessLevel = Literal["strict", "layout", "relaxed", "off"]
+
+
+class LintSettings(_Section):
+    """How strictly `lint_schema` checks frontmatter, per folder (longest prefix wins)."""
+
+    strictness: dict[str, StrictnessLevel] = Field(
+        {"knowledge/": "layout", "daily/": "layout", "": "relaxed"},
+        description="Folder prefix -> level. strict = the four axes and conditional keys "
+        "required on every note; layout = strict for the notes the jobs write "
+        "(knowledge/<slug>/<slug>.md, daily/<date>/<slug>/<slug>.md), relaxed for hand-kept "
+        "notes beside them; relaxed = only the types/values of keys that are present; off = "
+        "not checked.")
+
+
 class Settings(_Section):
     embedder: EmbedderSettings = EmbedderSettings()
     vector: VectorSettings = VectorSettings()
@@ -208,6 +259,8 @@ class Settings(_Section):
     jobs: JobSettings = JobSettings()
     maintain: MaintainSettings = MaintainSettings()
     autolink: AutoLinkSettings = AutoLinkSettings()
+    links: LinkSettings = LinkSettings()
+    lint: LintSettings = LintSettings()
 
 
 def deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
@@ -244,7 +297,8 @@ def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
     return out
 
 
-VAULT_LOCAL_SECTIONS = ("embedder", "index", "search", "jobs", "maintain", "autolink")
+VAULT_LOCAL_SECTIONS = ("embedder", "index", "search", "jobs", "maintain", "autolink", "links",
+                        "lint")
 """Sections a vault's own `.reme/config.yaml` may set. The rest are boundaries and secrets
 (`toolkit` upload/download folders, `model` endpoint and key variable, `vector` paths and
 hosts): a vault someone else wrote must not widen what tools may reach or where text goes,
@@ -297,9 +351,15 @@ def reference_yaml() -> str:
         doc = (model.__doc__ or "").strip().splitlines()[0] if model.__doc__ else ""
         lines.append(f"{section}:" + (f"  # {doc}" if doc else ""))
         for key, sub in model.model_fields.items():  # type: ignore[union-attr]
+            comment = f"  # {sub.description}" if sub.description else ""
+            if isinstance(sub.default, dict) and "" in sub.default:  # `{? '' : x}` reads badly
+                lines.append(f"  {key}:{comment}")
+                for k, v in sub.default.items():
+                    shown = yaml.safe_dump([k], default_flow_style=True).strip()[1:-1]
+                    lines.append(f"    {shown}: {v}")
+                continue
             value = yaml.safe_dump(sub.default, default_flow_style=True, allow_unicode=True)
             value = value.strip().removesuffix("...").strip()
-            comment = f"  # {sub.description}" if sub.description else ""
             lines.append(f"  {key}: {value}{comment}")
         lines.append("")
     return "\n".join(lines)

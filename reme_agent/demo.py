@@ -7,8 +7,12 @@ import time
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from reme_agent.config import Settings
+
+if TYPE_CHECKING:
+    from reme_agent.engine.progress import Progress
 
 DEMO_QUERIES = (
     "how do we combine keyword and vector search?",
@@ -40,30 +44,51 @@ def copy_sample_vault(target: Path) -> int:
 
 
 def run_demo(path: Path, settings: Settings, fresh: bool = False,
-             echo: Callable[[str], object] = print) -> None:
+             echo: Callable[[str], object] | None = print,
+             progress: Progress | None = None) -> dict[str, Any]:
+    """Build (or reuse) the demo vault, index it, run the demo queries; returns what it did.
+
+    With `echo`, each part is also printed as it happens (the text form of `reme-agent
+    demo`); `echo=None` prints nothing (the `--json` form prints the returned dict).
+    """
     from reme_agent.recall.search import search
     from reme_agent.schema.layout import init_layout
     from reme_agent.vault import open_vault
 
+    say = echo or (lambda _text: None)
     if fresh and path.exists():
         shutil.rmtree(path)
     new = not path.exists()
     path.mkdir(parents=True, exist_ok=True)
+    copied = 0
     if new or fresh:
         init_layout(path)
-        echo(f"copied {copy_sample_vault(path)} sample notes into {path}")
+        copied = copy_sample_vault(path)
+        say(f"copied {copied} sample notes into {path}")
     vault = open_vault(path, settings)
-    started = time.perf_counter()
-    report = vault.index()
-    echo(f"indexed {report.files} files / {report.blocks} blocks "
-         f"(embedded {report.embedded}) in {time.perf_counter() - started:.1f} s")
-    for query in DEMO_QUERIES:
-        echo(f"\n> {query}")
-        response = search(vault, query, limit=3, log_access=False)
-        for i, node in enumerate(response.results, 1):
-            chunk = node.chunks[0]
-            snippet = " ".join(chunk.text.split())[:100]
-            echo(f"  {i}. {node.title}  [{node.path}:{chunk.start_line}-{chunk.end_line}]  "
-                 f"score {node.score:.3f}\n     {snippet}")
-    echo(f"\nvault: {path.resolve()}  -  try: reme-agent search \"...\" --vault {path}")
-    vault.close()
+    try:
+        started = time.perf_counter()
+        report = vault.index(progress=progress)
+        seconds = round(time.perf_counter() - started, 1)
+        say(f"indexed {report.files} files / {report.blocks} blocks "
+            f"(embedded {report.embedded}) in {seconds:.1f} s")
+        queries = []
+        for query in DEMO_QUERIES:
+            say(f"\n> {query}")
+            response = search(vault, query, limit=3, log_access=False)
+            hits = []
+            for i, node in enumerate(response.results, 1):
+                chunk = node.chunks[0]
+                snippet = " ".join(chunk.text.split())[:100]
+                hits.append({"title": node.title, "path": node.path, "score": round(node.score, 3),
+                             "lines": [chunk.start_line, chunk.end_line], "snippet": snippet})
+                say(f"  {i}. {node.title}  [{node.path}:{chunk.start_line}-{chunk.end_line}]  "
+                    f"score {node.score:.3f}\n     {snippet}")
+            queries.append({"query": query, "results": hits})
+    finally:
+        vault.close()
+    say(f"\nvault: {path.resolve()}  -  try: reme-agent search \"...\" --vault {path}")
+    return {"vault": str(path.resolve()), "copied": copied,
+            "index": {"files": report.files, "blocks": report.blocks,
+                      "embedded": report.embedded, "seconds": seconds},
+            "queries": queries}

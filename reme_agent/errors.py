@@ -12,6 +12,7 @@ Our exception hierarchy::
     ├── PathError                            a vault-relative path that cannot be used
     │   ├── PathEscape                       `..`, absolute, or a symlink leading outside
     │   ├── NoteNotFound(path, suggestions)
+    │   ├── AmbiguousName(name, candidates) a note name that several notes answer to
     │   ├── NoteExists(path)
     │   └── NotText(path, reason)            binary, non-UTF-8 or too large
     ├── ParseError(path, line)               malformed frontmatter YAML
@@ -24,9 +25,11 @@ Our exception hierarchy::
     │   ├── WriteRefused(path)               a job's second broken rewrite: path blocked
     │   └── WriteSkipped(path)               a job gave up on a path that kept changing
     ├── InvalidArgument                      a tool was called with a bad value
-    │   └── ReadFirst(path)                  a job rewrote a note it had not read
+    │   ├── ReadFirst(path)                  a job rewrote a note it had not read
+    │   └── FrontmatterEditError             a property edit that would harm other keys
     ├── NoDecision                           a model's answer held no usable decision
-    └── BackendError                         vector store / model backend failure
+    ├── BackendError                         vector store / model backend failure
+    └── OutputExists(paths)                  export-agents: files that differ, no --force
 
 Tools and jobs raise these; each interface (AgentScope toolkit, MCP, CLI) converts them once.
 """
@@ -55,12 +58,12 @@ class ConfigError(ReMeError):
 class ModelNotConfigured(ConfigError):
     """A job needs a chat model and none is configured."""
 
-    def __init__(self, job: str) -> None:
+    def __init__(self, job: str, alternative: str = "") -> None:
         super().__init__(
             f"The {job} job needs a chat model, and none is configured; nothing was changed.",
             "Set `model.provider` and `model.model` in configs/*.yaml (or REME_MODEL__PROVIDER / "
             "REME_MODEL__MODEL) and put the API key in the environment variable named by "
-            "`model.api_key_env`.",
+            "`model.api_key_env`." + (f" {alternative}" if alternative else ""),
         )
         self.job = job
 
@@ -127,6 +130,16 @@ class NoteNotFound(PathError):
             else "Use `list` or `search` to find the right path."
         )
         super().__init__(f"No file at {path!r}.", path, hint)
+
+
+class AmbiguousName(PathError):
+    """A note name (not a path) that resolves to several notes, like an ambiguous [[link]]."""
+
+    def __init__(self, name: str, candidates: Sequence[str]) -> None:
+        self.candidates = list(candidates)
+        shown = ", ".join(self.candidates[:10]) + (" ..." if len(self.candidates) > 10 else "")
+        super().__init__(f"{name!r} names {len(self.candidates)} notes: {shown}.", name,
+                         "Pass one of these paths instead.")
 
 
 class NoteExists(PathError):
@@ -265,9 +278,24 @@ class ReadFirst(InvalidArgument):
         self.path = path
 
 
+class FrontmatterEditError(InvalidArgument):
+    """A property edit that cannot be made line by line without harm (the reader would
+    refuse the result, or another key would change with it); nothing was written."""
+
+
 class NoDecision(ReMeError):
     """The model's final answer held no usable JSON decision; nothing is changed."""
 
 
 class BackendError(ReMeError):
     """The vector store or another backend failed."""
+
+
+class OutputExists(ReMeError):
+    """Files outside the vault a command would replace (`export-agents` without --force)."""
+
+    def __init__(self, paths: Sequence[str]) -> None:
+        super().__init__(f"Refusing to overwrite {len(paths)} existing file(s) that differ: "
+                         f"{', '.join(paths)}; nothing was written.",
+                         "Pass --force to replace them (other servers in .mcp.json are kept).")
+        self.paths = list(paths)

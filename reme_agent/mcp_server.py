@@ -4,7 +4,10 @@ The same L4 functions as the AgentScope toolkit (no second copy): each spec is b
 vault, its ReMeError becomes an MCP `ToolError` (so the model reads what happened and what
 to do, and the server keeps serving), and its result carries both the readable text (for the
 model) and the JSON data (`structuredContent`, for programs). The `service` tier adds the
-LLM jobs as tools; `expert` exposes atomic tools only.
+LLM jobs as tools (without a chat model configured, only the synchronizer, which then
+records raw turns: a tool that can only fail is left out); `expert` exposes atomic tools
+only. Both tiers list the jobs' prompts (`mcp_prompts.py`: distill, sync, maintain, recall),
+which the host's own model runs. `server_info.version` is the package version.
 
 HTTP binds to 127.0.0.1 by default. Binding anywhere else requires a bearer token read from
 an environment variable; requests without it get 401. stdout is the protocol channel on
@@ -22,6 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from reme_agent.errors import ConfigError, ReMeError
+from reme_agent.mcp_prompts import add_prompts
 from reme_agent.toolkit.registry import ToolSpec, select
 from reme_agent.toolkit.results import ToolResult
 
@@ -35,13 +39,11 @@ log = logging.getLogger("reme_agent.mcp")
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-def _job_specs() -> Sequence[ToolSpec]:
-    """Job tools for the service tier, when the jobs package provides them."""
-    try:
-        from reme_agent.jobs.tools import JOB_TOOLS
-    except ImportError:
-        return ()
-    return JOB_TOOLS
+def _job_specs(vault: Vault) -> Sequence[ToolSpec]:
+    """Job tools for the service tier; without a model, only those that work without one."""
+    from reme_agent.jobs.tools import job_tools
+
+    return job_tools(vault.settings.model.configured)
 
 
 def mcp_tool(spec: ToolSpec, vault: Vault) -> Callable[..., Any]:
@@ -49,7 +51,7 @@ def mcp_tool(spec: ToolSpec, vault: Vault) -> Callable[..., Any]:
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp_types import CallToolResult, TextContent
 
-    bound = spec.bind(vault)
+    bound = spec.bind(vault, actor="mcp")
 
     @functools.wraps(bound)
     def call(**kwargs: Any) -> CallToolResult:
@@ -80,15 +82,18 @@ def build_server(vault: Vault, tier: str = "service", *,
     from mcp.server.mcpserver import MCPServer
     from mcp_types import ToolAnnotations
 
-    server = MCPServer("reme-agent", instructions=(
+    from reme_agent import __version__
+
+    server = MCPServer("reme-agent", version=__version__, instructions=(
         "Long-term memory: a vault of Markdown notes. Search before you write; read a note "
         "(and its stamp) before you change it; link with full paths like "
         "[[knowledge/topic/topic.md]]."))
-    specs = select(tier=tier, extra=_job_specs() if extra is None else extra)
+    specs = select(tier=tier, extra=_job_specs(vault) if extra is None else extra)
     for spec in specs:
         server.add_tool(mcp_tool(spec, vault), name=spec.name, description=spec.description,
                         annotations=ToolAnnotations(read_only_hint=spec.read_only,
                                                     destructive_hint=spec.destructive))
+    add_prompts(server, vault)
     return server
 
 

@@ -10,7 +10,11 @@ Add it to an app's `Agent(middlewares=[MemoryMiddleware(vault)])`:
   the notes steer this reply without piling up in `agent.state.context` turn after turn.
 - **after a reply**: the turn (the user's message and the agent's messages of this reply)
   goes to the synchronizer: "llm" mode when a model is given or configured, else the
-  no-model "transcript" mode, so an app with no memory model still keeps a log.
+  no-model "transcript" mode, so an app with no memory model still keeps a log. Each
+  message gets the turn id a hook or `reme-agent sync` would give it for the whole
+  conversation (`jobs/turns.py`): the middleware keeps how often each turn came before in
+  `agent.state.middle_context` (it survives context compression and a saved state), so a
+  `session_end` hook re-sending the conversation records nothing twice.
 
 Memory never breaks the app: a failed search or sync is logged and the reply goes on.
 The search runs on the event loop's thread (the vault's index handles are not shared
@@ -26,13 +30,21 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from agentscope.middleware import MiddlewareBase
 
-from reme_agent.jobs.synchronizer import arun_synchronizer, transcript_slug
+from reme_agent.jobs.synchronizer import (
+    arun_synchronizer,
+    choose_mode,
+    coerce_messages,
+    transcript_slug,
+)
+from reme_agent.jobs.turns import base_key
 
 if TYPE_CHECKING:
     from reme_agent.jobs.guard import JobResult
     from reme_agent.vault import Vault
 
 log = logging.getLogger("reme_agent.middleware")
+TURN_COUNTS = "reme_agent.turn_counts"
+"""`agent.state.middle_context` key: {Turn.base: times seen} for stable turn ids."""
 
 SECTION = "## Loaded Memory"
 
@@ -69,6 +81,7 @@ class MemoryMiddleware(MiddlewareBase):
             if text:
                 self.loaded[sid] = text
         before = {m.id for m in agent.state.context}
+        seen = self._turn_counts(agent)
         finished = False
         try:
             async for item in next_handler(**input_kwargs):
@@ -76,14 +89,17 @@ class MemoryMiddleware(MiddlewareBase):
             finished = True
         finally:
             self.loaded.pop(sid, None)
-        if finished and self.sync and query.strip():
             turn = [m for m in agent.state.context if m.id not in before]
+            self._count_turns(agent, turn)  # a failed reply's messages count too
+        if not finished:
+            return
+        if self.sync and query.strip():
             if self.background:
-                task = asyncio.create_task(self._sync(turn, sid))
+                task = asyncio.create_task(self._sync(turn, sid, seen))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
             else:
-                await self._sync(turn, sid)
+                await self._sync(turn, sid, seen)
 
     async def on_system_prompt(self, agent: Any, current_prompt: str) -> str:
         text = self.loaded.get(_session_of(agent))
@@ -105,18 +121,39 @@ class MemoryMiddleware(MiddlewareBase):
         except Exception as exc:  # recall must never break the app's reply
             log.warning("memory recall failed: %s", exc)
             return None
-        hits = [n for n in response.results if not (own and own in n.path)
-                and not getattr(n, "weak", False)]
+        # Weak results are below the relevance floor: no memory beats unrelated memory.
+        hits = [n for n in response.results if not n.weak and not (own and own in n.path)]
         return render_memory(hits) if hits else None
 
-    async def _sync(self, turn: list[Any], session_id: str | None) -> None:
-        mode = self.sync_mode
-        if mode == "auto":
-            configured = self.vault.settings.model.configured
-            mode = "llm" if self.model is not None or configured else "transcript"
+    def _turn_counts(self, agent: Any) -> dict[str, int]:
+        """How often each turn (`Turn.base`) came before this reply in the conversation.
+
+        Kept in `middle_context`; a state that has none yet (the middleware added to a
+        running conversation) starts from the messages in its context.
+        """
+        store = agent.state.middle_context
+        counts = store.get(TURN_COUNTS)
+        if not isinstance(counts, dict):
+            counts = {}
+            for t in coerce_messages(agent.state.context):
+                b = base_key(t["role"], t["text"])
+                counts[b] = counts.get(b, 0) + 1
+            store[TURN_COUNTS] = counts
+        return dict(counts)
+
+    def _count_turns(self, agent: Any, messages: list[Any]) -> None:
+        counts = agent.state.middle_context.setdefault(TURN_COUNTS, {})
+        for t in coerce_messages(messages):
+            b = base_key(t["role"], t["text"])
+            counts[b] = counts.get(b, 0) + 1
+
+    async def _sync(self, turn: list[Any], session_id: str | None,
+                    seen: dict[str, int] | None = None) -> None:
+        mode = choose_mode(self.vault, self.sync_mode, self.model)
         try:
             self.last_sync = await arun_synchronizer(self.vault, turn, mode=mode,
-                                                     model=self.model, session_id=session_id)
+                                                     model=self.model, session_id=session_id,
+                                                     seen=seen)
             self.last_error = self.last_sync.error
         except Exception as exc:  # the reply already happened; a failed log must not undo it
             log.warning("memory sync failed: %s", exc)

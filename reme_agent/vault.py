@@ -12,6 +12,7 @@ import logging
 import os
 import threading
 import uuid
+from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,7 @@ from reme_agent.config import Settings, VectorSettings
 from reme_agent.engine.indexer import COLLECTION_KEY, Indexer, IndexReport
 from reme_agent.engine.projections.graph import GraphProjection
 from reme_agent.engine.projections.keyword import KeywordProjection
+from reme_agent.engine.queue import QUEUE_FILE, WorkQueue
 from reme_agent.engine.state import IndexState
 from reme_agent.engine.store import FileStore
 from reme_agent.engine.transaction import Recovery, recover
@@ -29,6 +31,7 @@ from reme_agent.errors import VaultNotFound
 
 if TYPE_CHECKING:
     from reme_agent.engine.embedders import Embedder
+    from reme_agent.engine.progress import Progress
     from reme_agent.engine.projections.vector import VectorProjection
     from reme_agent.engine.state import FileRow
     from reme_agent.recall.access_log import AccessLog
@@ -82,11 +85,24 @@ class Vault:
         self._lock = threading.RLock()
         self._vector_client: Any | None = None
         self._warming = False
+        self._queue: WorkQueue | None = None
+        self._queue_lock = threading.Lock()
+        self._on_close: list[Callable[[], object]] = []
 
     # -- lazily built parts ------------------------------------------------------------
     @cached_property
     def state(self) -> IndexState:
         return IndexState(self.internal / "index.sqlite")
+
+    @property
+    def queue(self) -> WorkQueue:
+        """The vault's durable follow-up queue, `<internal>/queue.sqlite` (DESIGN §9): every
+        Vault object and process on this folder sees the same items. Who drains it is wired
+        in `jobs/followups.py`."""
+        with self._queue_lock:  # not the index lock: a long index run must not hold it up
+            if self._queue is None:
+                self._queue = WorkQueue(self.internal / QUEUE_FILE)
+            return self._queue
 
     @cached_property
     def embedder(self) -> Embedder:
@@ -156,12 +172,12 @@ class Vault:
                        progress=cfg.progress)
 
     # -- operations --------------------------------------------------------------------
-    def index(self, full: bool = False) -> IndexReport:
+    def index(self, full: bool = False, progress: Progress | None = None) -> IndexReport:
         """Bring every projection in step with the files (after rolling any multi-file
-        change a killed process left half done)."""
+        change a killed process left half done). `progress`: see `Indexer.run`."""
         with self._lock:
             self.recover()
-            return self.indexer.run(full=full)
+            return self.indexer.run(full=full, progress=progress)
 
     def refresh(self, paths: list[str]) -> IndexReport:
         """Re-index just these paths, so search sees the change (raises on failure)."""
@@ -206,26 +222,39 @@ class Vault:
             self.indexer.ensure_fresh()
 
     def _warm_up(self) -> None:
-        """On the first `ready`, load the embedding model and jieba's dictionary in the
-        background while the projections load: the first search needs all three, and the
-        model's decompression (about 1 s for USE) runs outside the GIL."""
+        """On the first `ready`, load the embedding model, jieba's dictionary and search's
+        name index in the background while the projections load: the first search needs
+        them all, and the model's decompression (about 1 s for USE) runs outside the GIL."""
         if self._warming:
             return
         self._warming = True
 
         def warm() -> None:
             from reme_agent.engine.tokenize import warm_up
+            from reme_agent.recall.names import index_for
 
             try:
                 self.embedder.embed_query("warm up")
                 warm_up()
+                index_for(self)   # search's name index (~1 s at 10k notes), off the first query
             except Exception as exc:  # the real call will raise it again, with context
                 log.debug("warm-up failed: %s", exc)
 
         threading.Thread(target=warm, name="reme-warm-up", daemon=True).start()
 
+    def on_close(self, fn: Callable[[], object]) -> None:
+        """Call `fn` first thing in `close()`, so a background thread using this vault (a
+        follow-up worker) stops before the stores it uses are closed."""
+        self._on_close.append(fn)
+
     def close(self) -> None:
-        """Flush the access log, write the cold-open snapshot if runs postponed it, close."""
+        """Stop what `on_close` registered, flush the access log, write the cold-open
+        snapshot if runs postponed it, close."""
+        while self._on_close:
+            try:
+                self._on_close.pop()()
+            except Exception as exc:  # closing must go on
+                log.warning("a close callback failed: %s", exc)
         if "indexer" in self.__dict__:
             try:
                 self.indexer.save_snapshot()
@@ -237,7 +266,9 @@ class Vault:
             self.vector.close()
         if "state" in self.__dict__:
             self.state.close()
-
+        if self._queue is not None:
+            self._queue.close()
+            self._queue = None
 
     def __enter__(self) -> Vault:
         return self

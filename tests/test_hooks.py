@@ -103,7 +103,11 @@ def test_hook_errors_go_to_stderr_and_exit_0(vault, tmp_path) -> None:
     before = vault_hash(vault)
     got = hook(vault, "pre_compact", "{not json")
     assert got.exit_code == 0 and got.stdout == ""
-    assert got.stderr.startswith("reme-agent hook pre_compact: error: JSONDecodeError")
+    assert got.stderr.startswith("Error: reme-agent hook pre_compact: JSONDecodeError")
+    assert got.stderr.count("\n") == 1  # one line
+    got = hook(vault, "pre_compact", {"messages": 3})  # pydantic's message spans lines
+    assert got.stderr.startswith("Error: reme-agent hook pre_compact: ValidationError")
+    assert got.stderr.count("\n") == 1
     got = hook(vault, "session_end", {"transcript_path": str(tmp_path / "missing.jsonl")})
     assert got.exit_code == 0 and "FileNotFoundError" in got.stderr
     got = CliRunner().invoke(cli, ["hook", "stop", "--vault", str(tmp_path / "nowhere")],

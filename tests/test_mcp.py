@@ -15,10 +15,14 @@ import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-ATOMIC = {"search", "graph_traverse", "list", "read", "stat", "property_read", "write",
-          "property_update", "property_delete", "tags_list", "tags_stat", "move", "copy",
+from reme_agent import __version__
+
+ATOMIC = {"search", "graph_traverse", "list", "read", "stat", "property_read", "recent", "write",
+          "property_update", "property_delete", "link_remove", "tags_list", "tags_stat", "move",
+          "copy",
           "delete", "upload", "download", "daily_read", "daily_list", "daily_write",
-          "daily_status", "lint_dangling", "lint_orphans", "lint_collisions", "lint_schema"}
+          "daily_status", "lint_dangling", "lint_orphans", "lint_collisions", "lint_schema",
+          "lint_alias_links"}
 
 
 TOKEN = "t0k-Jq9vX2mLr8sWc4Zp"
@@ -30,8 +34,10 @@ def server_env() -> dict[str, str]:
     return env
 
 
-async def _stdio_session(vault: Path, tier: str, body):  # type: ignore[no-untyped-def]
-    params = StdioServerParameters(command=sys.executable, env=server_env(), args=[
+async def _stdio_session(vault: Path, tier: str, body, **env: str):  # type: ignore[no-untyped-def]
+    """A stdio server with no model configured unless `env` configures one."""
+    base = {k: v for k, v in server_env().items() if not k.startswith("REME_MODEL__")}
+    params = StdioServerParameters(command=sys.executable, env=base | env, args=[
         "-m", "reme_agent", "mcp", "--vault", str(vault), "--tier", tier])
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
@@ -65,23 +71,41 @@ def test_stdio_expert_tier_lists_atomic_tools_and_round_trips_a_note(tmp_path: P
     assert "hold hands" in (vault / "knowledge/otter/otter.md").read_text()
 
 
-def test_service_tier_adds_job_tools_to_the_atomic_ones(tmp_path: Path) -> None:
+def test_service_tier_without_a_model_offers_only_the_synchronizer(tmp_path: Path) -> None:
     vault = tmp_path / "vault"
     vault.mkdir()
+    chat = [{"role": "user", "content": "We picked BM25 with jieba."}]
 
     async def body(session: ClientSession) -> set[str]:
-        synced = await session.call_tool("synchronizer", {
-            "messages": [{"role": "user", "content": "We picked BM25 with jieba."}],
-            "mode": "transcript", "session_id": "mcp-1"})
+        assert session.initialize_result.server_info.version == __version__
+        synced = await session.call_tool("synchronizer", {"messages": chat,
+                                                          "session_id": "mcp-1"})
         assert not synced.is_error, synced.content[0].text
-        distilled = await session.call_tool("distiller", {"daily_paths": ["daily/x.md"]})
-        assert distilled.is_error  # no model configured: a clear error, the server lives on
+        assert synced.structured_content["mode"] == "transcript"  # auto: no model
+        again = await session.call_tool("synchronizer", {"messages": chat,
+                                                         "session_id": "mcp-1"})
+        assert again.structured_content["turns"] == {"new": 0, "already_synced": 1}
+        missing = await session.call_tool("distiller", {"daily_paths": ["daily/x.md"]})
+        assert missing.is_error  # not offered: the server answers and lives on
         return {t.name for t in (await session.list_tools()).tools}
 
     names = asyncio.run(_stdio_session(vault, "service", body))
-    assert names == ATOMIC | {"synchronizer", "distiller"}
+    assert names == ATOMIC | {"synchronizer"}
     notes = list((vault / "daily").rglob("session-mcp-1.md"))
-    assert notes and "We picked BM25 with jieba." in notes[0].read_text()
+    assert notes and notes[0].read_text().count("We picked BM25 with jieba.") == 1
+
+
+def test_service_tier_with_a_model_configured_adds_the_distiller(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    vault.mkdir()
+
+    async def body(session: ClientSession) -> dict[str, str]:
+        return {t.name: t.description for t in (await session.list_tools()).tools}
+
+    tools = asyncio.run(_stdio_session(vault, "service", body, REME_MODEL__PROVIDER="openai",
+                                       REME_MODEL__MODEL="gpt-x"))
+    assert set(tools) == ATOMIC | {"synchronizer", "distiller"}
+    assert "skipped" in tools["synchronizer"]  # resending a conversation is safe
 
 
 def _free_port() -> int:

@@ -58,6 +58,13 @@ def test_memory_is_fresh_per_reply_and_absent_when_the_vault_is_empty(vault, tmp
     empty.close()
 
 
+def test_a_message_the_vault_knows_nothing_about_injects_no_memory(vault) -> None:
+    model = ScriptedChatModel([[TextBlock(text="a")]])
+    mw = MemoryMiddleware(vault, sync=False)
+    asyncio.run(make_agent(model, mw).reply(UserMsg("user", "kubernetes pod autoscaling")))
+    assert system_prompt(model) == "You help the team."
+
+
 def test_after_a_reply_the_llm_synchronizer_gets_the_turn(vault) -> None:
     app_model = ScriptedChatModel([[TextBlock(text="Use the dual-key verifier.")]])
     sync_model = ScriptedChatModel([

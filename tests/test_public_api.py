@@ -10,7 +10,7 @@ import reme_agent
 PUBLIC = ["AutoLinker", "MemoryMiddleware", "ReMeError", "Settings", "Vault", "__version__",
           "arun_distiller", "arun_synchronizer", "build_server", "build_toolkit", "errors",
           "load_settings", "open_vault", "run_distiller", "run_maintainer", "run_synchronizer",
-          "search"]
+          "search", "start_followup_worker"]
 
 
 def test_all_is_pinned_and_every_name_resolves() -> None:

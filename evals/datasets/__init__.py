@@ -15,8 +15,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from reme_agent.errors import ConfigError
+
 DATA_ENV = "REME_EVAL_DATA"
-DEFAULT_DATA = Path("/work/shared/data")
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_DATA = REPO.parent / "shared" / "data"
+"""`../shared/data` next to the checkout (relative to the repository, not to one machine)."""
 
 
 def data_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
@@ -25,8 +29,17 @@ def data_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
         return Path(explicit).expanduser()
     if os.environ.get(DATA_ENV):
         return Path(os.environ[DATA_ENV]).expanduser()
-    sibling = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-    return sibling if sibling.is_dir() else DEFAULT_DATA
+    return DEFAULT_DATA
+
+
+def data_file(name: str, explicit: str | os.PathLike[str] | None = None) -> Path:
+    """A data file in `data_dir`; a missing one is the user's to fix (ConfigError, exit 1)."""
+    path = data_dir(explicit) / name
+    if not path.is_file():
+        raise ConfigError(f"The eval data file {path} is missing.",
+                          f"Pass --data FOLDER or set ${DATA_ENV} to the folder holding {name} "
+                          "(evals/README.md says where to get it).")
+    return path
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from evals.datasets import Dataset, Query, VaultSpec, data_dir, slugify
+from evals.datasets import Dataset, Query, VaultSpec, data_file, slugify
 
 FILE = "cmrc2018_dev_half.json"
 CHUNK_CHARS = 150
@@ -73,8 +73,7 @@ def load(data: str | Path | None = None, *, limit: int | None = None,
     """The CMRC dataset (paragraph or chunk variant); `limit` caps queries, corpus kept whole."""
     from reme_agent.engine.parser import dump_note
 
-    root = data_dir(data)
-    raw = json.loads((root / FILE).read_text(encoding="utf-8"))
+    raw = json.loads(data_file(FILE, data).read_text(encoding="utf-8"))
     files: dict[str, str] = {}
     line_keys: dict[str, dict[int, str]] = {}
     queries: list[Query] = []

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from reme_agent.cli.context import Ctx, common
+from reme_agent.cli.context import Ctx, common, no_progress_option
 
 
 @click.command("autolink")
@@ -19,8 +19,9 @@ from reme_agent.cli.context import Ctx, common
 @click.option("--path", "paths", multiple=True, metavar="P",
               help="Only this note or folder (repeatable); default: the whole vault.")
 @click.option("--no-refresh", is_flag=True, help="Do not re-index the notes L1 changed.")
+@no_progress_option
 def autolink(c: Ctx, levels: str | None, dry_run: bool, paths: tuple[str, ...],
-             no_refresh: bool) -> None:
+             no_refresh: bool, no_progress: bool) -> None:
     """Turn unlinked mentions into [[links]] (L1), add See-also links (L2), upgrade bare
     links to typed ones (L3, audited) and report likely duplicates (L4).
 
@@ -44,7 +45,8 @@ def autolink(c: Ctx, levels: str | None, dry_run: bool, paths: tuple[str, ...],
 
             judge = JobJudge(v)
         report = AutoLinker(v, judge=judge).run(wanted, paths=list(paths) or None,
-                                                dry_run=dry_run, refresh=not no_refresh)
+                                                dry_run=dry_run, refresh=not no_refresh,
+                                                progress=c.progress(no_progress, v.settings))
         c.emit(report.as_dict(), report.render())
     finally:
         v.close()

@@ -19,6 +19,7 @@ import click
 
 if TYPE_CHECKING:
     from reme_agent.config import Settings
+    from reme_agent.engine.progress import Progress
     from reme_agent.vault import Vault
 
 # The shared options, declared once: used as decorators (`common`, the root group) and as
@@ -58,6 +59,13 @@ class Ctx:
         from reme_agent.vault import open_vault
 
         return open_vault(self.vault_path, self.settings(**overrides), create=create)
+
+    def progress(self, no_progress: bool, settings: Settings) -> Progress:
+        """Bars on stderr for long runs: only on a terminal, never with --json or
+        --no-progress (or `index.progress: false`), so piped output stays clean."""
+        from reme_agent.engine.progress import SILENT, auto
+
+        return SILENT if no_progress or self.as_json else auto(settings.index.progress)
 
     def emit(self, data: Any, text: str | None = None) -> None:
         """JSON with --json (or when there is no text form), else the text."""
@@ -99,3 +107,6 @@ def shared_option_objects() -> list[click.Option]:
 
 
 json_option = click.option(*_JSON[0], **_JSON[1])
+no_progress_option = click.option(
+    "--no-progress", is_flag=True,
+    help="No progress bar (bars show on a terminal only, never with --json).")

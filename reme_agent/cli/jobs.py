@@ -40,8 +40,9 @@ def _day(value: str | None) -> Any:
 @common
 @click.option("--messages", "messages_file", required=True, type=click.Path(exists=True,
               dir_okay=False, path_type=Path), help="JSON list of {role, content} messages.")
-@click.option("--mode", type=click.Choice(["llm", "transcript"]), default="llm",
-              show_default=True, help="llm needs a configured model; transcript appends raw turns.")
+@click.option("--mode", type=click.Choice(["auto", "llm", "transcript"]), default="auto",
+              show_default=True, help="llm summarises with the configured model; transcript "
+              "appends the raw turns; auto = llm when a model is configured, else transcript.")
 @click.option("--session-id", default=None, help="The conversation's id (originSessionId).")
 @click.option("--hint", default="", help="A hint for the model, e.g. the task's name.")
 @click.option("--slug", default=None, help="transcript mode: the note's slug.")
@@ -50,12 +51,16 @@ def sync_cmd(c: Ctx, messages_file: Path, mode: str, session_id: str | None, hin
              slug: str | None, day: str | None) -> None:
     """Record a conversation in today's daily note (the synchronizer).
 
+    Only turns no earlier sync of the session recorded are written: running it twice, or
+    on a transcript that grew, adds nothing twice. Without a model configured, the default
+    --mode auto records the raw turns (transcript mode) and says so on stderr.
+
     \b
     Example:
       reme-agent sync --messages chat.json --mode transcript
       reme-agent sync --messages chat.json --session-id s-42 --json
     """
-    from reme_agent.jobs.synchronizer import run_synchronizer
+    from reme_agent.jobs.synchronizer import choose_mode, run_synchronizer
 
     try:
         data = json.loads(messages_file.read_text(encoding="utf-8"))
@@ -67,6 +72,10 @@ def sync_cmd(c: Ctx, messages_file: Path, mode: str, session_id: str | None, hin
     today = _day(day)
     v = c.open()
     try:
+        if mode == "auto" and choose_mode(v, mode) == "transcript":
+            click.echo("No chat model configured: recording the raw turns "
+                       "(--mode transcript).", err=True)
+        mode = choose_mode(v, mode)
         result = run_synchronizer(v, messages, mode=mode, session_id=session_id, hint=hint,
                                   slug=slug, today=today)
     finally:
@@ -126,6 +135,7 @@ def hook_cmd(c: Ctx, name: str, mode: str) -> None:
         finally:
             v.close()
     except Exception as exc:  # never fail or block the host: one line on stderr, exit 0
-        click.echo(f"reme-agent hook {name}: error: {type(exc).__name__}: {exc}", err=True)
+        one_line = " ".join(str(exc).split())
+        click.echo(f"Error: reme-agent hook {name}: {type(exc).__name__}: {one_line}", err=True)
         return
     click.echo(json.dumps(report, ensure_ascii=False, default=str))

@@ -7,8 +7,8 @@ Exit codes (README "Command line"):
          write, ...) printed as one line `Error: <message>` on stderr, or a failure the command
          reports itself (a job that stopped on an error, `lint --strict` with findings)
     2    usage error: unknown command or option, missing argument, bad option value (click)
-    3    internal error (a bug): `internal error: <type>: <message>`; REME_DEBUG=1 adds the
-         traceback
+    3    internal error (a bug): `Error: internal error: <type>: <message>`; REME_DEBUG=1
+         adds the traceback
     130  interrupted (Ctrl-C)
 
 ReMeError is converted once, in `ReMeGroup.invoke`, so `main()` and click's test runner see the
@@ -27,7 +27,19 @@ from typing import Any
 
 import click
 
-from reme_agent.cli import autolink, bench, evals, jobs, maintain, mcp, search, tools, vault_cmds
+from reme_agent.cli import (
+    autolink,
+    bench,
+    evals,
+    export,
+    jobs,
+    maintain,
+    mcp,
+    search,
+    tools,
+    vault_cmds,
+    worker,
+)
 from reme_agent.cli.context import Ctx, shared_options
 from reme_agent.errors import ReMeError
 
@@ -71,10 +83,10 @@ COMMANDS: tuple[click.Command, ...] = (
     tools.tool_group,
     # LLM jobs and host hooks
     jobs.sync_cmd, jobs.distill_cmd, jobs.hook_cmd,
-    # maintenance and auto-link
-    maintain.maintain, autolink.autolink,
-    # serving
-    mcp.mcp,
+    # maintenance, auto-link and the follow-up queue
+    maintain.maintain, autolink.autolink, worker.worker,
+    # serving, and the expert tier's subagents for hosts
+    mcp.mcp, export.export_agents,
     # measuring (need the source checkout)
     bench.bench, evals.eval_cmd,
 )
@@ -102,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a bug: one line, the traceback only with REME_DEBUG=1
         if os.environ.get("REME_DEBUG", "0") not in ("", "0"):
             traceback.print_exc()
-        click.echo(f"internal error: {type(exc).__name__}: {exc} "
+        click.echo(f"Error: internal error: {type(exc).__name__}: {exc} "
                    "(set REME_DEBUG=1 for the traceback)", err=True)
         return EXIT_INTERNAL
     # standalone_mode=False returns a ctx.exit(code) / click.exceptions.Exit code as the result

@@ -18,12 +18,14 @@ from reme_agent.cli.context import Ctx, common, shared_option_objects, with_ctx
 
 
 def _run_tool(c: Ctx, name: str, **kwargs: Any) -> dict[str, Any]:
+    from reme_agent.toolkit.actor import acting_as
     from reme_agent.toolkit.registry import get_tool
 
     spec = get_tool(name)
     vault = c.open()
     try:
-        result = spec.fn(vault, **kwargs)
+        with acting_as("cli"):
+            result = spec.fn(vault, **kwargs)
     finally:
         vault.close()
     c.emit(dict(result), getattr(result, "text", None))
@@ -91,25 +93,40 @@ def traverse_cmd(c: Ctx, paths: tuple[str, ...], direction: str, depth: int,
 @common
 @click.option("--folder", default="", help="Only check notes under this folder.")
 @click.option("--strict", is_flag=True, help="Exit with code 1 when anything is reported.")
-def lint_cmd(c: Ctx, folder: str, strict: bool) -> None:
-    """Report dangling links, orphans, name collisions and schema problems (never rewrites).
+@click.option("--fix", is_flag=True, help="Apply the safe fixes first (see above), then report.")
+def lint_cmd(c: Ctx, folder: str, strict: bool, fix: bool) -> None:
+    """Report dangling links, orphans, name collisions, links Obsidian cannot resolve and
+    schema problems (schema strictness per folder: the lint.strictness setting).
+
+    --fix applies only fixes that are safe and reversible: a link that resolves here only
+    through an alias, a title or a folder note ([[Wang Fang]]) is rewritten to name its file
+    and keep its text as shown text ([[王芳|Wang Fang]]): same target, same sentence, and
+    Obsidian resolves it too. Nothing else is changed (a missing key or a dangling link
+    needs a person's choice).
 
     \b
     Example:
       reme-agent lint --json
+      reme-agent lint --fix --strict
     """
     from reme_agent.toolkit import lint
 
     v = c.open()
     try:
+        fixed = lint.fix_alias_links(v, folder=folder) if fix else None
         results = {"dangling": lint.lint_dangling(v, folder=folder),
                    "orphans": lint.lint_orphans(v, folder=folder or "knowledge"),
                    "collisions": lint.lint_collisions(v, folder=folder),
+                   "alias_links": lint.lint_alias_links(v, folder=folder),
                    "schema": lint.lint_schema(v, folder=folder)}
     finally:
         v.close()
-    c.emit({k: dict(r) for k, r in results.items()},
-           "\n\n".join(f"== {k} ==\n{r.text}" for k, r in results.items()))
+    data = {k: dict(r) for k, r in results.items()}
+    text = "\n\n".join(f"== {k} ==\n{r.text}" for k, r in results.items())
+    if fixed is not None:
+        data["fixed"] = dict(fixed)
+        text = f"== fixed ==\n{fixed.text}\n\n{text}"
+    c.emit(data, text)
     if strict and any(r["count"] for r in results.values()):
         raise click.exceptions.Exit(1)
 
@@ -141,18 +158,52 @@ def tool_group() -> None:
     """
 
 
+FORCE_TARGET = {"write": "path", "copy": "dst"}
+"""Tools whose overwrite needs the stamp of a read, and the argument naming the file."""
+
+
 def _command_for(spec: Any) -> click.Command:
     params = spec.params()
 
     @with_ctx
-    def callback(c: Ctx, **kwargs: Any) -> None:
+    def callback(c: Ctx, force: bool = False, **kwargs: Any) -> None:
         args = {p.name: _value(p, kwargs[p.name]) for p in params
                 if kwargs.get(p.name) is not None and kwargs.get(p.name) != ()}
+        if force:
+            _force(c, spec.name, args)
         _run_tool(c, spec.name, **args)
 
     options = [*(_option(p) for p in params), *shared_option_objects()]
+    if spec.name in FORCE_TARGET:
+        options.append(click.Option(
+            ["--force"], is_flag=True, default=False,
+            help="Replace an existing file without reading it first (a person's choice at "
+                 "the command line; recorded in audit/<date>/forced.md). Links must still be "
+                 "kept (E-1)."))
     return click.Command(spec.name, callback=callback, params=options,
                          help=spec.description, short_help=spec.description.splitlines()[0])
+
+
+def _force(c: Ctx, name: str, args: dict[str, Any]) -> None:
+    """`--force`: overwrite with the file's current stamp, as the person at the terminal
+    asked, and audit it; agents have no such option (they must read first)."""
+    from reme_agent.schema.audit import append_audit
+
+    target = args.get(FORCE_TARGET[name])
+    if not target or args.get("stamp"):
+        return
+    vault = c.open()
+    try:
+        stamp = vault.store.stamp(vault.store.normalize(target))
+        if stamp is None:
+            return
+        args["overwrite"] = True
+        args["stamp"] = stamp
+        append_audit(vault, "forced", f"cli: {name} {target}",
+                     f"- tool: `{name}`\n- path: `{target}`\n- replaced stamp: {stamp}\n"
+                     "- by: cli (`--force`, without a read)")
+    finally:
+        vault.close()
 
 
 def _base(annotation: Any) -> tuple[Any, str]:

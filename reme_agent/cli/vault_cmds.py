@@ -1,43 +1,97 @@
-"""`reme-agent init | index | watch | demo | config`: the vault itself and its configuration."""
+"""`reme-agent init | index | watch | demo | config`: the vault itself and its configuration.
+
+`index` and `watch` also feed the notes a run changed to the D3 overload check
+(`maintenance.health.queue_overloaded`): a knowledge note grown past the split threshold by
+hand gets a `split` item in the follow-up queue and a line in today's health report. The
+engine stays domain-agnostic; the check is composed here.
+"""
 
 from __future__ import annotations
 
 import json
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from reme_agent.cli.context import Ctx, common
+from reme_agent.cli.context import Ctx, common, no_progress_option
+
+if TYPE_CHECKING:
+    from reme_agent.vault import Vault
+
+
+def queue_overloaded(v: Vault, changed: list[str], source: str) -> list[dict[str, Any]]:
+    """The D3 check on an index run's changed notes (thresholds from `jobs.*`)."""
+    if not changed:
+        return []
+    from reme_agent.maintenance.health import queue_overloaded as check
+    from reme_agent.maintenance.split import SplitParams
+
+    cfg = v.settings.jobs
+    return check(v, changed, SplitParams(token_threshold=cfg.split_token_threshold,
+                                         block_threshold=cfg.split_block_threshold),
+                 source=source)
 
 
 @click.command("init")
 @common
-def init(c: Ctx) -> None:
+@click.option("--obsidian-exclude/--no-obsidian-exclude", default=None,
+              help="When the vault has a .obsidian/ folder, add audit/ and meta/ to Obsidian's "
+                   "Excluded files (userIgnoreFilters in .obsidian/app.json). Default: ask on "
+                   "a terminal (yes if you just press Enter), yes otherwise.")
+def init(c: Ctx, obsidian_exclude: bool | None) -> None:
     """Create a vault folder with the standard layout.
+
+    In a vault Obsidian already opened (a .obsidian/ folder exists), reme-agent's own
+    records (audit/) and derived signals (meta/) would show in Obsidian's search, graph and
+    link suggestions: `init` offers to add them to Obsidian's "Excluded files". The two
+    entries are merged into .obsidian/app.json (other settings untouched, the file replaced
+    atomically); remove them in Settings -> Files and links to undo.
 
     \b
     Example:
       reme-agent init --vault ./vault
+      reme-agent init --vault ~/Obsidian/Work --no-obsidian-exclude
     """
-    from reme_agent.schema.layout import init_layout
+    import sys
+
+    from reme_agent.schema.layout import AUDIT, META, init_layout
+    from reme_agent.schema.obsidian import OBSIDIAN_DIR, add_excluded_folders, excluded_folders
 
     v = c.open(create=True)
     try:
         made = init_layout(v.root)
     finally:
         v.close()
-    c.emit({"vault": str(v.root), "created": made}, f"vault ready at {v.root}")
+    data: dict[str, object] = {"vault": str(v.root), "created": made}
+    text = f"vault ready at {v.root}"
+    if (v.root / OBSIDIAN_DIR).is_dir():
+        wanted = [f"{AUDIT}/", f"{META}/"]
+        missing = [f for f in wanted if f.strip("/") not in
+                   {x.strip("/") for x in excluded_folders(v.root)}]
+        if missing and obsidian_exclude is None and sys.stdin.isatty() and not c.as_json:
+            obsidian_exclude = click.confirm(
+                f"Hide {' and '.join(missing)} from Obsidian (add them to its Excluded files)?",
+                default=True, err=True)
+        added = add_excluded_folders(v.root, missing) if missing and obsidian_exclude is not False \
+            else []
+        data["obsidian_excluded"] = added
+        if added:
+            text += f"; added {', '.join(added)} to Obsidian's Excluded files"
+    c.emit(data, text)
 
 
 @click.command("index")
 @common
 @click.option("--full", is_flag=True, help="Drop the projections and rebuild them from the files.")
-def index(c: Ctx, full: bool) -> None:
+@no_progress_option
+def index(c: Ctx, full: bool, no_progress: bool) -> None:
     """Index the vault: embed only new or changed blocks.
 
     The summary (or --json) goes to stdout; each skipped file or bad frontmatter is a
-    warning on stderr (logged by the indexer), so piped output stays clean.
+    warning on stderr (logged by the indexer), and on a terminal a progress bar shows the
+    files read and the blocks embedded, so piped output stays clean.
 
     \b
     Example:
@@ -45,11 +99,15 @@ def index(c: Ctx, full: bool) -> None:
     """
     v = c.open()
     try:
-        data = v.index(full=full).as_dict()
+        report = v.index(full=full, progress=c.progress(no_progress, v.settings))
+        queued = queue_overloaded(v, report.changed_files, "index")
     finally:
         v.close()
+    data = {**report.as_dict(), "split_queued": queued}
     text = (f"{data['files']} files, {data['blocks']} blocks; embedded {data['embedded']}, "
             f"deleted {data['deleted']} in {data['seconds']} s")
+    if queued:
+        text += f"; {len(queued)} overloaded note(s) queued for a split"
     if data["skipped"] or data["errors"]:
         text += (f" ({len(data['skipped'])} skipped, {len(data['errors'])} with frontmatter "
                  "errors: see the warnings on stderr)")
@@ -60,19 +118,33 @@ def index(c: Ctx, full: bool) -> None:
 @common
 @click.option("--debounce", default=0.5, show_default=True, help="Seconds of quiet before re-indexing.")
 @click.option("--seconds", default=0.0, help="Stop after this many seconds (0 = until Ctrl-C).")
-def watch(c: Ctx, debounce: float, seconds: float) -> None:
+@click.option("--worker", "with_worker", is_flag=True,
+              help="Also run the follow-up queue (auto-link L1; split with a model) on a thread.")
+def watch(c: Ctx, debounce: float, seconds: float, with_worker: bool) -> None:
     """Re-index whenever files in the vault change (edits in any editor show up in search).
+
+    A knowledge note grown past the split threshold is queued for a split (and noted in
+    today's health report); --worker runs the queued follow-up jobs as they come.
 
     \b
     Example:
       reme-agent watch --vault ./vault
+      reme-agent watch --vault ./vault --worker
     """
     from reme_agent.engine.watcher import VaultWatcher
 
     v = c.open()
     try:
         first = v.index()
-        click.echo(f"watching {v.root} ({first.files} files indexed); Ctrl-C to stop", err=True)
+        queue_overloaded(v, first.changed_files, "watch")
+        worker = None
+        if with_worker:
+            from reme_agent.cli.worker import echo_err
+            from reme_agent.jobs.followups import start_followup_worker
+
+            worker = start_followup_worker(v, echo=echo_err)  # stopped by v.close()
+        click.echo(f"watching {v.root} ({first.files} files indexed"
+                   f"{', follow-up worker on' if worker else ''}); Ctrl-C to stop", err=True)
 
         def on_change(paths: list[str] | None) -> None:
             report = v.index() if paths is None else v.refresh(paths)
@@ -80,6 +152,12 @@ def watch(c: Ctx, debounce: float, seconds: float) -> None:
                 click.echo(json.dumps({"changed": report.changed_files,
                                        "deleted": report.deleted_files,
                                        "embedded": report.embedded}, ensure_ascii=False), err=True)
+            queued = queue_overloaded(v, report.changed_files, "watch")
+            if queued:
+                click.echo(json.dumps({"split_queued": [q["path"] for q in queued]},
+                                      ensure_ascii=False), err=True)
+                if worker is not None:
+                    worker.wake()
 
         with VaultWatcher(v.root, on_change, debounce=debounce):
             deadline = time.monotonic() + seconds if seconds else None
@@ -95,17 +173,25 @@ def watch(c: Ctx, debounce: float, seconds: float) -> None:
 @click.command("demo")
 @common
 @click.option("--fresh", is_flag=True, help="Rebuild the demo vault from the shipped samples.")
-def demo(c: Ctx, fresh: bool) -> None:
+@no_progress_option
+def demo(c: Ctx, fresh: bool, no_progress: bool) -> None:
     """Build the bilingual sample vault, index it and run a few searches.
+
+    With --json, one JSON document: the vault, the index run and each query's results.
 
     \b
     Example:
       reme-agent demo --vault ./demo-vault
+      reme-agent demo --json
     """
     from reme_agent.demo import run_demo
 
     path = Path(c.vault_arg) if c.vault_arg else Path("demo-vault")
-    run_demo(path, c.settings(), fresh=fresh, echo=click.echo)
+    settings = c.settings()
+    data = run_demo(path, settings, fresh=fresh, echo=None if c.as_json else click.echo,
+                    progress=c.progress(no_progress, settings))
+    if c.as_json:
+        c.emit(data)
 
 
 @click.command("config")

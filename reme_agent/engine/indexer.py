@@ -15,7 +15,6 @@ import hashlib
 import logging
 import os
 import sqlite3
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -29,6 +28,7 @@ from reme_agent.engine.links import Link, LinkResolver, name_key
 from reme_agent.engine.locks import flock_until
 from reme_agent.engine.names import note_aliases, note_title
 from reme_agent.engine.parser import parse_note
+from reme_agent.engine.progress import SILENT, Progress, auto
 from reme_agent.engine.projections.graph import GraphProjection
 from reme_agent.engine.projections.keyword import KeywordProjection
 from reme_agent.engine.projections.vector import VectorProjection
@@ -115,7 +115,8 @@ class Indexer:
         self.graph = graph
         self.extensions = tuple(e.lower() for e in extensions)
         self.max_file_bytes = max_file_bytes
-        self.progress = progress
+        self.progress = progress  # the default for whole-vault runs (bars only on a TTY)
+        self._bars: Progress = SILENT
         self.lock_timeout = lock_timeout
         self._lock = _FileLock(store.internal / "index.lock", lock_timeout)
         self._resolver: LinkResolver | None = None
@@ -255,10 +256,17 @@ class Indexer:
         return whole_vault or self._changed_since_snapshot >= max(50, len(self.stamps) // 10)
 
     # -- indexing ----------------------------------------------------------------------
-    def run(self, full: bool = False, paths: Iterable[str] | None = None) -> IndexReport:
-        """Index the whole vault (or only `paths`), embedding only new or changed blocks."""
+    def run(self, full: bool = False, paths: Iterable[str] | None = None,
+            progress: Progress | None = None) -> IndexReport:
+        """Index the whole vault (or only `paths`), embedding only new or changed blocks.
+
+        `progress` shows the stages (reading files, embedding blocks); by default a
+        whole-vault run shows bars on a terminal when `progress` was enabled at construction,
+        and a path-limited run (a tool's write) shows none.
+        """
         started = time.perf_counter()
         only = None if paths is None else list(paths)
+        self._bars = progress or (auto(self.progress) if only is None else SILENT)
         with self._index_lock():
             if not self._loaded or self.state.generation() != self._generation:
                 self.load()
@@ -316,48 +324,14 @@ class Indexer:
         pending: list[tuple[str, str, dict[str, Any]]] = []   # (id, document, metadata)
         changed_rows: dict[str, FileRow] = {}
         old_rows: dict[str, FileRow | None] = {}
-        for path, (size, mtime_ns) in scan.items():
-            seen = known.get(path)
-            if seen is not None and seen[0] == size and seen[1] == mtime_ns:
-                continue
-            try:
-                data = self.store.read_if_present(path)
-                text = decode_text(data, path) if data is not None else ""
-            except (NotText, OSError) as exc:
-                self._skip(report, path, getattr(exc, "message", None) or _os_reason(exc))
-                if seen is not None:
-                    gone.append(path)
-                continue
-            if data is None:  # vanished since the scan: a deletion
-                if seen is not None:
-                    gone.append(path)
-                continue
-            stamp = stamp_of(data)
-            if seen is not None and seen[2] == stamp:
-                self.state.touch(path, size, mtime_ns)
-                continue
-            new_row, blocks, docs = self._parse(path, text, size, mtime_ns, stamp, report)
-            old_rows[path] = self.state.file(path) if seen is not None else None
-            old_ids = set() if full else set(self.state.block_ids(path))
-            new_ids = {b.id for b in blocks}
-            stale = sorted(old_ids - new_ids)
-            if stale:
-                self.vector.delete(stale)
-                for block_id_ in stale:
-                    self.keyword.remove(block_id_)
-                    self.block_paths.pop(block_id_, None)
-                report.deleted += len(stale)
-            for b in blocks:
-                self.block_paths[b.id] = path
-                if b.id not in old_ids:
-                    pending.append((b.id, docs[b.id], {"path": path}))
-                    b.tokens = self.keyword.add(b.id, docs[b.id])
-                else:
-                    b.tokens = self.keyword.tokens_of(b.id) or self.keyword.add(b.id, docs[b.id])
-            self.state.replace_file(new_row, blocks)
-            self.stamps[path] = stamp
-            changed_rows[path] = new_row
-            report.changed_files.append(path)
+        bar = self._bars("reading", len(scan), "file")
+        try:
+            for path, (size, mtime_ns) in scan.items():
+                bar.update(1)
+                self._read_one(path, size, mtime_ns, known, full, report, gone, pending,
+                               changed_rows, old_rows)
+        finally:
+            bar.close()
 
         for path in gone:
             old_rows[path] = self.state.file(path)
@@ -417,6 +391,53 @@ class Indexer:
                     log.warning("could not drop the old vector collection %s: %s", old, exc)
         return report
 
+    def _read_one(self, path: str, size: int, mtime_ns: int,
+                  known: dict[str, tuple[int, int, str]], full: bool, report: IndexReport,
+                  gone: list[str], pending: list[tuple[str, str, dict[str, Any]]],
+                  changed_rows: dict[str, FileRow], old_rows: dict[str, FileRow | None]) -> None:
+        """One scanned file: skip it if unchanged, else re-parse it and queue new blocks."""
+        seen = known.get(path)
+        if seen is not None and seen[0] == size and seen[1] == mtime_ns:
+            return
+        try:
+            data = self.store.read_if_present(path)
+            text = decode_text(data, path) if data is not None else ""
+        except (NotText, OSError) as exc:
+            self._skip(report, path, getattr(exc, "message", None) or _os_reason(exc))
+            if seen is not None:
+                gone.append(path)
+            return
+        if data is None:  # vanished since the scan: a deletion
+            if seen is not None:
+                gone.append(path)
+            return
+        stamp = stamp_of(data)
+        if seen is not None and seen[2] == stamp:
+            self.state.touch(path, size, mtime_ns)
+            return
+        new_row, blocks, docs = self._parse(path, text, size, mtime_ns, stamp, report)
+        old_rows[path] = self.state.file(path) if seen is not None else None
+        old_ids = set() if full else set(self.state.block_ids(path))
+        new_ids = {b.id for b in blocks}
+        stale = sorted(old_ids - new_ids)
+        if stale:
+            self.vector.delete(stale)
+            for block_id_ in stale:
+                self.keyword.remove(block_id_)
+                self.block_paths.pop(block_id_, None)
+            report.deleted += len(stale)
+        for b in blocks:
+            self.block_paths[b.id] = path
+            if b.id not in old_ids:
+                pending.append((b.id, docs[b.id], {"path": path}))
+                b.tokens = self.keyword.add(b.id, docs[b.id])
+            else:
+                b.tokens = self.keyword.tokens_of(b.id) or self.keyword.add(b.id, docs[b.id])
+        self.state.replace_file(new_row, blocks)
+        self.stamps[path] = stamp
+        changed_rows[path] = new_row
+        report.changed_files.append(path)
+
     def _scan(self, only: list[str] | None, report: IndexReport) -> dict[str, tuple[int, int]]:
         bad_names: list[tuple[str, str]] = []
         if only is None:
@@ -472,14 +493,12 @@ class Indexer:
     def _embed(self, pending: list[tuple[str, str, dict[str, Any]]]) -> int:
         if not pending:
             return 0
-        bar = self._progress_bar(len(pending), "embedding")
+        bar = self._bars("embedding", len(pending), "block")
         try:
             return self.vector.upsert([p[0] for p in pending], [p[1] for p in pending],
-                                      [p[2] for p in pending],
-                                      progress=bar.update if bar is not None else None)
+                                      [p[2] for p in pending], progress=bar.update)
         finally:
-            if bar is not None:
-                bar.close()
+            bar.close()
 
     def _repair_vectors(self, check: bool) -> int:
         """Re-embed blocks the vector store lost (deleted/corrupt index, new embedder, a
@@ -616,13 +635,6 @@ class Indexer:
     def _skip(self, report: IndexReport, path: str, reason: str) -> None:
         log.warning("skipped %s: %s", path, reason)
         report.skipped.append({"path": path, "reason": reason})
-
-    def _progress_bar(self, total: int, desc: str) -> Any:
-        if not self.progress or total < 200 or not sys.stderr.isatty():
-            return None
-        from tqdm import tqdm
-
-        return tqdm(total=total, desc=desc, unit="block", file=sys.stderr, leave=False)
 
     def _index_lock(self) -> _FileLock:
         return self._lock

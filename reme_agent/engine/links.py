@@ -44,6 +44,7 @@ __all__ = [
     "Edge",
     "Link",
     "LinkResolver",
+    "NewTarget",
     "edges_of",
     "extract_links",
     "line_kinds",
@@ -428,29 +429,103 @@ def missing_edges(old_text: str, new_text: str,
     return {shown for key, shown in old.items() if key not in new}
 
 
-def rewrite_targets(text: str, mapping: Callable[[Link], str | None]) -> str:
+@dataclass(frozen=True)
+class NewTarget:
+    """A rewrite of one link: its new target text, plus the text to show when the link has
+    none yet (``[[Old]]`` -> ``[[New|Old]]``: the sentence keeps reading the same)."""
+
+    target: str
+    shown: str | None = None
+
+
+def rewrite_targets(text: str, mapping: Callable[[Link], str | NewTarget | None]) -> str:
     """Replace the target of each link for which `mapping` returns a new one.
 
-    Only the target characters change: alias, anchor, predicate, spacing and every other byte
-    stay as written (used by `move` and merge to retarget inbound links).
+    Only the target characters change, plus an added ``|shown`` text when `mapping` asks
+    for one and the link has none (escaped ``\\|`` in a table row): alias, anchor,
+    predicate, spacing and every other byte stay as written (`move`, merge, lint --fix).
     """
     pieces: list[str] = []
     last = 0
     for link in extract_links(text):
         new = mapping(link)
-        if new is None or new == link.target:
+        if isinstance(new, str):
+            new = NewTarget(new)
+        if new is None or (new.target == link.target and (new.shown is None or link.alias)):
             continue
-        parsed = _parse_inner(text[link.start + 2:link.end - 2])
+        inner_at = link.start + 2
+        parsed = _parse_inner(text[inner_at:link.end - 2])
         if parsed is None:  # pragma: no cover - extract_links only yields non-empty targets
             continue
-        t0, t1 = link.start + 2 + parsed[0], link.start + 2 + parsed[1]
-        pieces.append(text[last:t0])
-        pieces.append(new)
+        t0, t1 = inner_at + parsed[0], inner_at + parsed[1]
+        pieces += [text[last:t0], new.target]
         last = t1
+        if new.shown is not None and link.alias is None:
+            end = link.end - 2  # after the target and any #anchor, before `]]`
+            bar = "\\|" if _in_table_row(text, link.start) else "|"
+            pieces += [text[last:end], bar + new.shown]
+            last = end
     if not pieces:
         return text
     pieces.append(text[last:])
     return "".join(pieces)
+
+
+def remove_links(text: str, drop: Callable[[Link], bool]) -> tuple[str, list[Link]]:
+    """`text` without the links `drop` selects, and those links (DESIGN §5: the explicit,
+    audited removal; every other link and byte stays).
+
+    A bare link becomes its shown text (`[[A|the a]]` -> `the a`), so the sentence still
+    reads; a predicate link is metadata and goes with its separator: `p:: [[A]], [[B]]`
+    keeps `p:: [[B]]`, a `p::` line left empty is removed, and so is an empty `[p:: ]` field.
+    """
+    chosen = [link for link in extract_links(text) if drop(link)]
+    if not chosen:
+        return text, []
+    pieces: list[str] = []
+    last = 0
+    for link in chosen:
+        pieces.append(text[last:link.start])
+        if link.predicate is None:
+            pieces.append(_shown_text(link))
+        else:
+            pieces.append("\0")  # a hole, cleaned up per line below
+        last = link.end
+    pieces.append(text[last:])
+    out = "".join(pieces)
+    if "\0" in out:
+        out = "".join(_clean_line(line) for line in out.splitlines(keepends=True))
+    return out, chosen
+
+
+def _shown_text(link: Link) -> str:
+    if link.alias is not None:
+        return link.alias
+    name = link.target.rsplit("/", 1)[-1]
+    return name[:-3] if name.lower().endswith(".md") else name
+
+
+_HOLE_SEP_RE = re.compile(r"[ \t]*,[ \t]*\0|\0[ \t]*,[ \t]*|\0")
+_EMPTY_FIELD_RE = re.compile(r"[ \t]?\[[ \t]*[A-Za-z_][A-Za-z0-9_]*[ \t]*::[ \t]*\]")
+
+
+def _clean_line(line: str) -> str:
+    """Remove link holes with their comma, then an inline field or a `p::` line left empty."""
+    if "\0" not in line:
+        return line
+    body = line.rstrip("\r\n")
+    end = line[len(body):]
+    body = _HOLE_SEP_RE.sub("", body)
+    body = _EMPTY_FIELD_RE.sub("", body)
+    lp = _LINE_PRED_RE.match(body)
+    if lp is not None and not body[lp.end():].strip():
+        return ""  # the predicate line named only removed links
+    return body.rstrip(" \t") + end
+
+
+def _in_table_row(text: str, pos: int) -> bool:
+    start = text.rfind("\n", 0, pos) + 1
+    return text[start:pos].lstrip().startswith("|")
 
 
 # -- resolution -------------------------------------------------------------------------------
@@ -533,51 +608,61 @@ class LinkResolver:
         """The vault path `target` names, or None when it is dangling or ambiguous."""
         return self._lookup(target, source)[0]
 
+    def resolve_how(self, target: str, source: str | None = None) -> tuple[str | None, str | None]:
+        """(path, tier) where tier says how it resolved: "path" (exact path, path + .md,
+        or relative), "folder_note" (``X`` -> ``X/X.md``), "name" (unique file name) or
+        "alias" (an alias or title); (None, None) when dangling or ambiguous.
+
+        Obsidian resolves only "path" and "name" links (lint reports the others)."""
+        hit, _, tier = self._lookup(target, source)
+        return hit, tier if hit else None
+
     def ambiguous(self, target: str) -> list[str]:
         """Candidate paths when `target` is an ambiguous file name or alias, else []."""
         return self._lookup(target, None)[1]
 
-    def _lookup(self, target: str, source: str | None) -> tuple[str | None, list[str]]:
+    def _lookup(self, target: str, source: str | None) -> tuple[str | None, list[str], str | None]:
         # Paths keep the target's own Unicode form, so `_direct` can try the exact file name
         # before its NFC twin; the fuzzy tier compares NFC forms.
         t = target.strip().replace("\\", "/")
         if not t:
-            return None, []
+            return None, [], None
         if source is not None and t.startswith(("./", "../")):
             folder = posixpath.dirname(source.strip().replace("\\", "/").lstrip("/"))
             joined = posixpath.normpath(posixpath.join(folder, t))
             if _escapes(joined):
-                return None, []
-            hit = self._direct(joined)
+                return None, [], None
+            hit, tier = self._direct(joined)
             if hit or t.startswith("../"):
-                return hit, []
+                return hit, [], tier
         rel = t
         while rel.startswith(("/", "./")):
             rel = rel[1:] if rel[0] == "/" else rel[2:]
         if not rel:
-            return None, []
+            return None, [], None
         norm = posixpath.normpath(rel)
         if norm == "." or _escapes(norm):
-            return None, []
-        hit = self._direct(norm)
+            return None, [], None
+        hit, tier = self._direct(norm)
         if hit:
-            return hit, []
+            return hit, [], tier
         return self._fuzzy(_nfc(norm), _nfc(t))
 
-    def _direct(self, p: str) -> str | None:
+    def _direct(self, p: str) -> tuple[str | None, str | None]:
         """Tiers 1-3. Each candidate is tried as written, then by its NFC form, which counts
         only when one file has it: NFC/NFD twins (`é.md` twice) never resolve by file order."""
         stem = p[:-3] if p.endswith(".md") else p
-        for cand in (p, p + ".md", f"{p}/{posixpath.basename(p)}.md",
-                     f"{stem}/{posixpath.basename(stem)}.md"):
+        for i, cand in enumerate((p, p + ".md", f"{p}/{posixpath.basename(p)}.md",
+                                  f"{stem}/{posixpath.basename(stem)}.md")):
+            tier = "path" if i < 2 else "folder_note"
             if cand in self._paths:
-                return cand
+                return cand, tier
             twins = self._exact.get(_nfc(cand))
             if twins is not None and len(twins) == 1:
-                return next(iter(twins))
-        return None
+                return next(iter(twins)), tier
+        return None, None
 
-    def _fuzzy(self, norm: str, raw: str) -> tuple[str | None, list[str]]:
+    def _fuzzy(self, norm: str, raw: str) -> tuple[str | None, list[str], str | None]:
         key = _path_key(norm)
         name = key.rsplit("/", 1)[-1]
         cands: Iterable[str] = self._names.get(name, ())
@@ -587,11 +672,13 @@ class LinkResolver:
                      if (k := self._key[c]) in (key, folder_note)
                      or k.endswith(("/" + key, "/" + folder_note))]
         found = sorted(cands)
+        tier = "name"
         if not found:
             found = sorted(self._alias_paths.get(raw.casefold(), ()))
+            tier = "alias"
         if len(found) == 1:
-            return found[0], []
-        return None, found
+            return found[0], [], tier
+        return None, found, None
 
 
 def _discard(index: dict[str, set[str]], key: str, path: str) -> None:

@@ -5,10 +5,13 @@ embedded), so a block's hash depends on its own text only, never on its position
 
 Decisions where DESIGN is silent:
 
-- Line endings are normalised to ``\\n`` (``\\r\\n`` -> ``\\n``) and a leading BOM is dropped;
-  ``body`` is that normalised text. Lines are counted on ``\\n`` only, everywhere.
+- Line endings are normalised to ``\\n`` (``\\r\\n`` -> ``\\n``; in a text with no ``\\n`` at all,
+  old-Mac ``\\r`` -> ``\\n``) and a leading BOM is dropped; ``body`` is that normalised text.
+  Lines are counted on the normalised ``\\n`` only, everywhere.
 - Frontmatter is a first line ``---`` and the next line that is ``---`` or ``...``. Without a
   closing line the first ``---`` is an ordinary thematic break: no frontmatter, no error.
+- The YAML itself is read by the note codec (`engine.codec`: python-frontmatter, the safe
+  loader and its limits; duplicate keys are refused like malformed YAML).
 - Malformed YAML never hides the note: the frontmatter becomes ``{}``, the whole text is the
   body (so it is still indexed), and ``error`` says which file line failed.
 - Frontmatter is always JSON-able: dates become ISO strings, keys become strings, sets become
@@ -17,16 +20,13 @@ Decisions where DESIGN is silent:
 
 from __future__ import annotations
 
-import base64
-import datetime as _dt
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
+from reme_agent.engine.codec import HANDLER, MAX_FRONTMATTER_BYTES, MAX_YAML_ALIASES
 from reme_agent.engine.links import FENCE, INDENTED, Link, extract_links, line_kinds
 from reme_agent.errors import ParseError
 
@@ -37,22 +37,16 @@ __all__ = [
     "NoteParts",
     "ParsedNote",
     "dump_note",
+    "eol_of",
+    "normalize_eol",
+    "on_lf",
     "parse_note",
+    "restore_eol",
     "split_blocks",
     "split_frontmatter",
     "split_note",
 ]
 
-MAX_FRONTMATTER_BYTES = 64 * 1024
-MAX_YAML_ALIASES = 100  # anchors `&x` + aliases `*x`; more is refused as a YAML bomb
-_MAX_NODES = 100_000  # values after alias expansion; ~30 aliases can already expand to 10**9
-_MAX_DEPTH = 64
-
-_Loader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_Dumper: type = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-
-_OPEN_RE = re.compile(r"---[ \t]*(?:\n|$)")
-_CLOSE_RE = re.compile(r"^(?:---|\.\.\.)[ \t]*$", re.M)
 _HEADING_RE = re.compile(r" {0,3}#{1,6}(?=[ \t]|$)")
 
 
@@ -82,110 +76,63 @@ class ParsedNote:
 
 
 # -- frontmatter ------------------------------------------------------------------------------
-class _Refused(Exception):
-    """Internal: the YAML loaded but cannot be accepted (too deep or too big once expanded)."""
+def eol_of(text: str) -> str:
+    """The line ending a note is written with: CRLF, CR (old Mac, when the text has no LF at
+    all) or LF. Edits write new lines with it, so a CRLF note stays CRLF."""
+    if "\r\n" in text:
+        return "\r\n"
+    if "\r" in text and "\n" not in text:
+        return "\r"
+    return "\n"
 
 
-def _jsonable(value: Any, depth: int, budget: list[int]) -> Any:
-    """Copy of a safe_load result with JSON-able keys and values; refuses bombs and cycles."""
-    budget[0] -= 1
-    if budget[0] < 0:
-        raise _Refused(f"frontmatter expands to more than {_MAX_NODES} values (YAML alias bomb?)")
-    if depth > _MAX_DEPTH:
-        raise _Refused(f"frontmatter is nested more than {_MAX_DEPTH} levels deep")
-    if isinstance(value, str | int | float | bool) or value is None:
-        return value
-    if isinstance(value, _dt.date):  # datetime is a date too
-        return value.isoformat()
-    if isinstance(value, dict):
-        return {_key(k): _jsonable(v, depth + 1, budget) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v, depth + 1, budget) for v in value]
-    if isinstance(value, set | frozenset):
-        return sorted((_jsonable(v, depth + 1, budget) for v in value), key=repr)
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode("ascii")
-    return str(value)
+def normalize_eol(text: str) -> str:
+    """`text` with CRLF (or, in a CR-only text, CR) line endings turned into LF.
+
+    For a CR-only text every offset stays the same (one character for one), so an edit
+    planned on the LF form can be applied to the raw text with `restore_eol`.
+    """
+    if "\r\n" in text:
+        text = text.replace("\r\n", "\n")
+    if "\r" in text and "\n" not in text:
+        text = text.replace("\r", "\n")
+    return text
 
 
-def _key(key: Any) -> str:
-    if isinstance(key, str):
-        return key
-    if isinstance(key, _dt.date):
-        return key.isoformat()
-    if key is None or isinstance(key, bool):
-        return {None: "null", True: "true", False: "false"}[key]
-    return str(key)
+def restore_eol(text: str, eol: str) -> str:
+    """LF text written back with the note's line ending (`eol_of` of the original)."""
+    return text if eol == "\n" else text.replace("\n", eol)
 
 
-def _count_aliases(fm_text: str, path: str) -> ParseError | None:
-    """Refuse more than MAX_YAML_ALIASES anchors/aliases, naming the line of the first extra."""
-    if fm_text.count("&") + fm_text.count("*") <= MAX_YAML_ALIASES:
-        return None  # cheap pre-check: cannot have that many tokens
-    seen = 0
-    try:
-        for token in yaml.scan(fm_text, Loader=_Loader):
-            if isinstance(token, yaml.AnchorToken | yaml.AliasToken):
-                seen += 1
-                if seen > MAX_YAML_ALIASES:
-                    return ParseError(path, token.start_mark.line + 2,
-                                      f"more than {MAX_YAML_ALIASES} YAML anchors/aliases "
-                                      "(refused as a possible YAML bomb)")
-    except yaml.YAMLError:
-        return None  # a syntax error: the load reports it with its line
-    return None
+def on_lf(text: str, eol: str, edit: Callable[[str], str]) -> str:
+    """`edit` applied to a raw note text (or body) with the note's line ending `eol`.
 
-
-def _load_yaml(fm_text: str, path: str) -> tuple[dict[str, Any], ParseError | None]:
-    if len(fm_text.encode("utf-8", "surrogatepass")) > MAX_FRONTMATTER_BYTES:
-        return {}, ParseError(path, 1, f"frontmatter is larger than {MAX_FRONTMATTER_BYTES // 1024} KB")
-    refused = _count_aliases(fm_text, path)
-    if refused is not None:
-        return {}, refused
-    try:
-        data = yaml.load(fm_text, Loader=_Loader)  # _Loader is a *safe* loader
-        data = _jsonable(data, 0, [_MAX_NODES])
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        detail = ": ".join(str(p) for p in (exc.context, exc.problem) if p) or type(exc).__name__
-        line = mark.line + 2 if mark is not None else 1
-        if mark is not None:
-            detail += f" (column {mark.column + 1})"
-        return {}, ParseError(path, line, detail)
-    except _Refused as exc:
-        return {}, ParseError(path, 1, str(exc))
-    except RecursionError:
-        return {}, ParseError(path, 1, "frontmatter is nested too deeply")
-    except Exception as exc:  # e.g. ValueError for `date: 2024-13-45`; never raise
-        return {}, ParseError(path, 1, f"{type(exc).__name__}: {exc}")
-    if data is None:
-        return {}, None
-    if not isinstance(data, dict):
-        kind = "list" if isinstance(data, list) else type(data).__name__
-        return {}, ParseError(path, 2, f"frontmatter must be a mapping of keys to values, not a {kind}")
-    return data, None
+    LF and CRLF text is edited as it is (the link and block scanners read CRLF); an old-Mac
+    CR-only text is edited in its LF form and turned back, one character for one, so every
+    byte the edit does not touch is kept."""
+    if eol != "\r":
+        return edit(text)
+    return restore_eol(edit(text.replace("\r", "\n")), "\r")
 
 
 def split_frontmatter(text: str, path: str = "") -> tuple[dict[str, Any], str, int, ParseError | None]:
     """Split a note into (frontmatter, body, body_start_line, error).
 
-    On malformed YAML: ``({}, whole normalised text, 1, ParseError naming the file line)``.
+    On malformed or refused YAML: ``({}, whole normalised text, 1, ParseError naming the
+    file line)``.
     """
     if text.startswith("\ufeff"):
         text = text[1:]
-    if "\r\n" in text:
-        text = text.replace("\r\n", "\n")
-    opening = _OPEN_RE.match(text) if text.startswith("---") else None
-    if opening is None or (opening.end() == len(text) and not text.endswith("\n")):
+    text = normalize_eol(text)
+    found = HANDLER.locate(text)
+    if found is None:
         return {}, text, 1, None
-    closing = _CLOSE_RE.search(text, opening.end())
-    if closing is None:
-        return {}, text, 1, None
-    fm_text = text[opening.end():closing.start()]
-    body_pos = closing.end() + 1 if text.startswith("\n", closing.end()) else closing.end()
+    start, end, body_pos = found
+    fm_text = text[start:end]
     body_start = fm_text.count("\n") + 3  # opening line + YAML lines + closing line, then 1-based
-    data, error = _load_yaml(fm_text, path)
-    if error is not None:
+    try:
+        data = HANDLER.load(fm_text, path)
+    except ParseError as error:
         return {}, text, 1, error
     return data, text[body_pos:], body_start, None
 
@@ -197,6 +144,7 @@ class NoteParts:
     `head` is the raw frontmatter block (fences, CRLF and comments as written); `body` the
     raw rest, so an edit of either keeps the other exactly. Malformed frontmatter gives an
     empty `head`, ``{}`` and the whole text as `body` (with `error`), as the indexer sees it.
+    `eol` is the note's line ending (`eol_of`).
     """
 
     frontmatter: dict[str, Any]
@@ -204,6 +152,7 @@ class NoteParts:
     body: str
     body_start: int  # 1-based file line of the body's first line
     error: ParseError | None = None
+    eol: str = "\n"
 
 
 def split_note(text: str, path: str = "") -> NoteParts:
@@ -212,33 +161,23 @@ def split_note(text: str, path: str = "") -> NoteParts:
     `split_frontmatter` finds the boundary on the normalised text; the cut is made in the
     original at the same line, so line endings and every other byte are kept.
     """
+    eol = eol_of(text)
     fm, body, body_start, error = split_frontmatter(text, path)
     if error is not None or body_start == 1:
-        return NoteParts(fm, "", text, 1, error)
-    lines = text.split("\n")
-    raw_body = "\n".join(lines[body_start - 1:]) if body and body_start - 1 < len(lines) else ""
-    return NoteParts(fm, text[:len(text) - len(raw_body)], raw_body, body_start)
+        return NoteParts(fm, "", text, 1, error, eol)
+    lines = text.split("\r" if eol == "\r" else "\n")
+    sep = "\r" if eol == "\r" else "\n"
+    raw_body = sep.join(lines[body_start - 1:]) if body and body_start - 1 < len(lines) else ""
+    return NoteParts(fm, text[:len(text) - len(raw_body)], raw_body, body_start, None, eol)
 
 
 def dump_note(frontmatter: Mapping[str, Any], body: str) -> str:
-    """``---\\n<yaml>---\\n<body>`` (unicode kept, key order kept); just `body` when empty."""
+    """A new note's text: ``---\\n<yaml>---\\n<body>`` (unicode and key order kept), or
+    just `body` when there is no frontmatter. Existing notes are edited with
+    `engine.fmedit`, which keeps every line it does not change."""
     if not frontmatter:
         return body
-    data = _plain(frontmatter)
-    text = yaml.dump(data, Dumper=_Dumper, allow_unicode=True, sort_keys=False,
-                     default_flow_style=False, width=1_000_000)
-    return f"---\n{text}---\n{body}"
-
-
-def _plain(value: Any) -> Any:
-    """Mappings -> dict and tuples/sets -> list, so the safe dumper accepts them."""
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, set | frozenset):
-        return sorted((_plain(v) for v in value), key=repr)
-    return value
+    return f"---\n{HANDLER.export(frontmatter)}---\n{body}"
 
 
 # -- blocks -----------------------------------------------------------------------------------

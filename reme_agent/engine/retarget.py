@@ -1,17 +1,17 @@
 """Link retargeting inside a `Transaction`: rename or remove files without a dangling link.
 
-DESIGN §4 (a `move` keeps each link's alias, anchor and predicate), §5 (multi-file changes
-are all or nothing; E-1/E-2 compare resolved edges). The `move` tool, merge, split and the
-archive move plan their link rewrites here, against one `VaultView`.
+DESIGN §4 (a `move` keeps each link's style, shown text, anchor and predicate), §5
+(multi-file changes are all or nothing; E-1/E-2 compare resolved edges). The `move` tool,
+merge, split and the archive move plan their link rewrites here, against one `VaultView`.
 
 A link is rewritten only when its meaning would change: it resolved (from its note) to X,
 and after the change it would not resolve to X's new path (X renamed, merged away, or its
-short name now ambiguous). Only the target characters change (`links.rewrite_targets`);
-dangling links stay as written. Two styles, chosen by the caller:
-- `alias_bare=False` (the `move` tool): the new full path, nothing else;
-- `alias_bare=True` (merge, archive): a bare short link `[[loser]]` becomes
-  `[[knowledge/winner/winner.md|loser]]`, so the sentence still reads the same; links with a
-  path, an anchor or inside a table row keep exactly the bytes they had.
+short name now ambiguous). A link written by name that still resolves is not touched.
+Only the target characters change (`links.rewrite_targets`), in the style the link was
+written (`linkstyle.keep_style`: a name stays a name, a path stays a path); dangling links
+stay as written. With `alias_bare=True` (merge, archive) a bare short link ``[[loser]]``
+also gets its old text as shown text, ``[[winner|loser]]``, so the sentence still reads the
+same; the `move` tool renames like Obsidian does (``[[Old]]`` -> ``[[New]]``).
 """
 
 from __future__ import annotations
@@ -22,27 +22,24 @@ from reme_agent.engine.links import (
     Edge,
     Link,
     LinkResolver,
+    NewTarget,
     extract_links,
     rewrite_targets,
     target_key,
 )
-from reme_agent.engine.parser import split_note
+from reme_agent.engine.linkstyle import keep_style
+from reme_agent.engine.parser import eol_of, on_lf, split_note
 from reme_agent.engine.transaction import Transaction
 from reme_agent.engine.view import VaultView
 from reme_agent.errors import WriteConflict
 
-__all__ = ["edge_keys", "plan_move", "retarget", "rewrite_links"]
-
-
-def _in_table(text: str, pos: int) -> bool:
-    start = text.rfind("\n", 0, pos) + 1
-    return text[start:pos].lstrip().startswith("|")
+__all__ = ["OBSIDIAN_TIERS", "edge_keys", "plan_move", "retarget", "rewrite_links"]
 
 
 def rewrite_links(body: str, source: str, new_source: str, before: LinkResolver,
                   after: LinkResolver, path_map: Mapping[str, str],
                   force: Iterable[str] = (), *, alias_bare: bool = True) -> tuple[str, int]:
-    """`body` with every link whose target's meaning changes rewritten to its full new path.
+    """`body` with every link whose target's meaning changes rewritten to name its new path.
 
     A link that resolved (from `source`) to X must resolve (from `new_source`, with
     `after`) to path_map.get(X, X); links to a path in `force` are rewritten even when they
@@ -51,21 +48,22 @@ def rewrite_links(body: str, source: str, new_source: str, before: LinkResolver,
     forced = set(force)
     count = 0
 
-    def mapping(link: Link) -> str | None:
+    def mapping(link: Link) -> str | NewTarget | None:
         nonlocal count
         was = before.resolve(link.target, source)
-        if was is None:
+        if was is None or _keeps_meaning(link.target, source, new_source, before, after,
+                                         path_map, forced):
             return None
         want = path_map.get(was, was)
-        if was not in forced and after.resolve(link.target, new_source) == want:
-            return None
         count += 1
+        text = keep_style(link.target, want, after, new_source)
         if (alias_bare and link.alias is None and link.anchor is None
-                and "/" not in link.target and not _in_table(body, link.start)):
-            return f"{want}|{link.target}"
-        return want
+                and "/" not in link.target and text != link.target):
+            return NewTarget(text, shown=link.target)
+        return text
 
-    return rewrite_targets(body, mapping), count
+    # an old-Mac (CR-only) body is scanned in its LF form, byte for byte
+    return on_lf(body, eol_of(body), lambda b: rewrite_targets(b, mapping)), count
 
 
 def retarget(tx: Transaction, view: VaultView, path_map: Mapping[str, str], after: LinkResolver,
@@ -86,8 +84,8 @@ def retarget(tx: Transaction, view: VaultView, path_map: Mapping[str, str], afte
         if source in excluded or not meta.links or (skip is not None and skip(source)):
             continue
         new_source = path_map.get(source, source)
-        if not any(_needs(link.target, source, new_source, view.resolver, after, path_map,
-                          forced) for link in meta.links):
+        if all(_keeps_meaning(link.target, source, new_source, view.resolver, after, path_map,
+                              forced) for link in meta.links):
             continue
         if immutable is not None and immutable(source):
             raise WriteConflict(f"{source!r} links to a file this change renames or removes, "
@@ -101,27 +99,35 @@ def retarget(tx: Transaction, view: VaultView, path_map: Mapping[str, str], afte
     return changed
 
 
-def _needs(target: str, source: str, new_source: str, before: LinkResolver,
-           after: LinkResolver, path_map: Mapping[str, str], forced: frozenset[str]) -> bool:
-    was = before.resolve(target, source)
+OBSIDIAN_TIERS = frozenset({"path", "name"})
+"""Resolution tiers Obsidian shares with us (`LinkResolver.resolve_how`)."""
+
+
+def _keeps_meaning(target: str, source: str, new_source: str, before: LinkResolver,
+                   after: LinkResolver, path_map: Mapping[str, str],
+                   forced: Iterable[str]) -> bool:
+    """True when a link needs no rewrite: it was dangling, or after the change it still
+    names the same file, and not only through a tier Obsidian lacks (a name that now
+    resolves just as someone's alias or title would look dangling in Obsidian)."""
+    was, how = before.resolve_how(target, source)
     if was is None:
-        return False
-    if was in forced:
         return True
-    return after.resolve(target, new_source) != path_map.get(was, was)
+    if was in forced:
+        return False
+    now, how_now = after.resolve_how(target, new_source)
+    return now == path_map.get(was, was) and (how_now == how or how_now in OBSIDIAN_TIERS)
 
 
 def plan_move(tx: Transaction, view: VaultView, src: str, dst: str, *,
-              relink_all: bool = False, skip: Callable[[str], bool] | None = None,
+              alias_bare: bool = True, skip: Callable[[str], bool] | None = None,
               immutable: Callable[[str], bool] | None = None) -> dict[str, int]:
     """Plan moving `src` to `dst` with every link the move changes rewritten (the moved
-    note's own relative links included). `relink_all`: every link to the moved file gets
-    its new full path (the `move` tool), else only the links that would stop resolving to
-    it, in the `alias_bare` style. Returns {path after the move: links rewritten}."""
+    note's own relative links included), each in its own style. `alias_bare=False` (the
+    `move` tool): a renamed bare link just names the new file, as Obsidian renames it.
+    Returns {path after the move: links rewritten}."""
     path_map = {src: dst}
-    changed = retarget(tx, view, path_map, view.after(path_map),
-                       force=[src] if relink_all else [], skip=skip, immutable=immutable,
-                       alias_bare=not relink_all)
+    changed = retarget(tx, view, path_map, view.after(path_map), skip=skip,
+                       immutable=immutable, alias_bare=alias_bare)
     tx.move(src, dst)
     return {dst if p == src else p: n for p, n in changed.items()}
 

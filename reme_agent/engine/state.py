@@ -241,6 +241,40 @@ class IndexState:
                     out.append((bid, path, json.loads(tokens)))
         return out
 
+    def name_sources(self, paths: Iterable[str] | None = None
+                     ) -> dict[str, tuple[dict[str, Any], str, list[str]]]:
+        """path -> (frontmatter, start of its first block, its headings in order): what a
+        note's names are made of, without decoding links or reading whole blocks."""
+        files_sql = "SELECT path, frontmatter FROM files"
+        blocks_sql = ("SELECT path, idx, heading, CASE WHEN idx = 0 THEN substr(text, 1, 400) "
+                      "ELSE '' END FROM blocks WHERE (idx = 0 OR heading IS NOT NULL)")
+        with self._lock:
+            if paths is None:
+                frows = self._db.execute(files_sql).fetchall()
+                brows = self._db.execute(blocks_sql + " ORDER BY path, idx").fetchall()
+            else:
+                frows, brows = [], []
+                wanted = list(dict.fromkeys(paths))
+                for start in range(0, len(wanted), 500):
+                    chunk = wanted[start:start + 500]
+                    marks = ",".join("?" * len(chunk))
+                    frows += self._db.execute(f"{files_sql} WHERE path IN ({marks})",
+                                              chunk).fetchall()
+                    brows += self._db.execute(f"{blocks_sql} AND path IN ({marks}) "
+                                              "ORDER BY path, idx", chunk).fetchall()
+        out: dict[str, tuple[dict[str, Any], str, list[str]]] = {
+            path: (json.loads(fm), "", []) for path, fm in frows}
+        for path, idx, heading, text in brows:
+            entry = out.get(path)
+            if entry is None:
+                continue
+            if idx == 0:
+                entry = out[path] = (entry[0], text, entry[2])
+            heads = entry[2]
+            if heading and (not heads or heads[-1] != heading):
+                heads.append(heading)
+        return out
+
     def all_block_ids(self) -> set[str]:
         with self._lock:
             return {r[0] for r in self._db.execute("SELECT id FROM blocks")}

@@ -348,8 +348,13 @@ class FileStore:
     @contextlib.contextmanager
     def lock(self, rel: str) -> Iterator[None]:
         """Exclusive per-file lock (flock) shared by threads and processes using this vault."""
+        with self._flock(self.normalize(rel)):
+            yield
+
+    @contextlib.contextmanager
+    def _flock(self, key: str) -> Iterator[None]:
         self._lock_dir.mkdir(parents=True, exist_ok=True)
-        name = hashlib.sha1(self.normalize(rel).encode()).hexdigest()
+        name = hashlib.sha1(key.encode()).hexdigest()
         fd = os.open(self._lock_dir / f"{name}.lock", os.O_CREAT | os.O_RDWR, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -394,12 +399,8 @@ class FileStore:
         if os.path.lexists(path):
             raise NoteExists(norm)  # cheap early refusal; the link below is the real check
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+        tmp = _fsynced_temp(path.parent, data)
         try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
             os.chmod(tmp, 0o644)
             try:
                 os.link(tmp, path)
@@ -565,6 +566,23 @@ class FileStore:
         self._atomic_write(path, data)
         return path
 
+    def edit_internal(self, name: str, edit: Callable[[str | None], str | None]) -> str | None:
+        """Read-modify-write of `<internal>/<name>` as one atomic step; returns the text now.
+
+        For small bookkeeping files several processes update (the synchronizer's turn
+        ledger): the file's lock makes the read, `edit` and the write one compare-and-swap,
+        so no update is lost and none is redone. `edit` gets the text (None: no file yet)
+        and returns the new text, or None to leave the file as it is.
+        """
+        path = self.internal / name
+        with self._flock(f"internal:{name}"):
+            old = path.read_text(encoding="utf-8") if path.is_file() else None
+            new = edit(old)
+            if new is None or new == old:
+                return old
+            self._atomic_write(path, new.encode("utf-8"))
+            return new
+
     def delete(self, rel: str, stamp: str | None = None) -> None:
         """Delete a file; with `stamp`, only while it still has those bytes (compare and
         delete under the per-file lock every store writer takes)."""
@@ -599,23 +617,7 @@ class FileStore:
         return self.write_bytes(dst, source.read_bytes())
 
     def _atomic_write(self, path: Path, data: bytes) -> str:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            # Keep the old read/write bits, never an executable one: a tool rewriting a
-            # file must not leave behind something the system would run.
-            mode = stat.S_IMODE(path.stat().st_mode) & 0o666 if path.exists() else 0o644
-            os.chmod(tmp, mode)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
-        _fsync_dir(path.parent)
+        replace_file(path, data)
         return stamp_of(data)
 
     def _prune_empty_dirs(self, folder: Path) -> None:
@@ -625,6 +627,41 @@ class FileStore:
             except OSError:
                 return
             folder = folder.parent
+
+
+def replace_file(path: Path, data: bytes) -> None:
+    """Create or replace `path` atomically: a fsynced temp file in the same folder, renamed
+    over it. Readers see the old bytes or the new ones, never a torn file. Also the writer of
+    files outside a vault that must not be torn (`export-agents`: `.mcp.json`, agent files)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _fsynced_temp(path.parent, data)
+    try:
+        # Keep the old read/write bits, never an executable one: a tool rewriting a
+        # file must not leave behind something the system would run.
+        mode = stat.S_IMODE(path.stat().st_mode) & 0o666 if path.exists() else 0o644
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsynced_temp(folder: Path, data: bytes) -> str:
+    """A new temp file in `folder` holding `data`, fsynced; the caller links or renames it
+    into place (and removes it if that fails)."""
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return tmp
 
 
 def printable(text: str) -> str:

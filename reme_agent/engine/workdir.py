@@ -1,11 +1,13 @@
 """Where a vault's derived data lives: `<vault>/.reme/`, or a user cache for a read-only vault.
 
 Everything in the internal folder (index state, vectors, snapshot, locks, journals) is
-derived from the notes, so a vault that cannot be written (a read-only mount, a folder of
-another user) can still be indexed and searched: its internal folder moves to
-`$REME_CACHE_DIR` (default `$XDG_CACHE_HOME/reme-agent`, else `~/.cache/reme-agent`), one
-sub-folder per vault path. An existing `.reme/` is copied there once, so nothing is
-re-embedded; tool writes to the notes themselves then fail with a clear StorageError.
+derived from the notes; the one exception, the follow-up queue (`queue.sqlite`), holds work
+not yet done that the batch runs would find again. So a vault that cannot be written (a
+read-only mount, a folder of another user) can still be indexed and searched: its internal
+folder moves to `$REME_CACHE_DIR` (default `$XDG_CACHE_HOME/reme-agent`, else
+`~/.cache/reme-agent`), one sub-folder per vault path. An existing `.reme/` is copied there
+once, so nothing is re-embedded; tool writes to the notes themselves then fail with a clear
+StorageError.
 """
 
 from __future__ import annotations

@@ -19,9 +19,10 @@ Sync mode: "llm" when a model is configured (or passed), else "transcript" (no m
 turns appended, never duplicated when the host re-sends a growing transcript).
 
 Exit code and output (decision): a hook **always exits 0**, so a memory problem never blocks
-or fails the host's session; an error is one line on stderr
-(`reme-agent hook <name>: error: ...`). On success stdout gets one JSON object:
-`{"hook": <name>, ...report}`; `stop` adds a `systemMessage` line when notes are active.
+or fails the host's session; an error is one line on stderr, `Error: reme-agent hook <name>:
+<type>: <message>` (every command's errors start with `Error:`). On success stdout gets one
+JSON object: `{"hook": <name>, ...report}`; `stop` adds a `systemMessage` line when notes
+are active.
 """
 
 from __future__ import annotations
@@ -98,9 +99,9 @@ def event_messages(event: HookEvent) -> list[Any]:
 
 
 def sync_mode(vault: Vault, mode: SyncMode, model: Any | None) -> Literal["llm", "transcript"]:
-    if mode != "auto":
-        return mode
-    return "llm" if model is not None or vault.settings.model.configured else "transcript"
+    from reme_agent.jobs.synchronizer import choose_mode
+
+    return choose_mode(vault, mode, model)
 
 
 def brief(result: JobResult | None) -> dict[str, Any] | None:

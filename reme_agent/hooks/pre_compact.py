@@ -22,6 +22,5 @@ def pre_compact(vault: Vault, event: HookEvent, *, model: Any | None = None,
 
     chosen = sync_mode(vault, mode, model)
     synced = run_synchronizer(vault, event_messages(event), mode=chosen, model=model,
-                              session_id=event.session_id, today=today,
-                              cumulative=chosen == "transcript")
+                              session_id=event.session_id, today=today)
     return {"session_id": event.session_id, "mode": chosen, "sync": brief(synced)}

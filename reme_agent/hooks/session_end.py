@@ -3,6 +3,10 @@
 The synchronizer records the session's messages in today's daily note; the distiller then
 turns today's active daily notes into knowledge. Without a model only the transcript sync
 runs, and the report says the distiller was skipped.
+
+The hook never waits for the distiller's follow-ups (auto-link L1, split): they stay in the
+vault's durable queue when this process ends, listed in `distill.enqueued`, for
+`reme-agent worker`, `watch --worker` or `maintain` to run.
 """
 
 from __future__ import annotations
@@ -27,8 +31,7 @@ def session_end(vault: Vault, event: HookEvent, *, model: Any | None = None,
     day = today or _dt.date.today()
     chosen = sync_mode(vault, mode, model)
     synced = run_synchronizer(vault, event_messages(event), mode=chosen, model=model,
-                              session_id=event.session_id, today=day,
-                              cumulative=chosen == "transcript")
+                              session_id=event.session_id, today=day)
     report: dict[str, Any] = {"session_id": event.session_id, "mode": chosen,
                               "sync": brief(synced), "distill": None}
     if not distill:

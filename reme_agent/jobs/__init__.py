@@ -3,7 +3,7 @@
     run_synchronizer / arun_synchronizer   messages -> daily/<date>/<slug>/<slug>.md
     run_distiller / arun_distiller         daily notes -> knowledge/<slug>/<slug>.md (R-M-W)
     JobResult                              what a job read, wrote, linked, flipped, ...
-    JobQueue, default_queue                follow-up jobs (split, auto-link) for F6/F7
+    drain, start_followup_worker           run the follow-up queue's items (jobs/followups.py)
     load_prompt                            the YAML prompt of a job, validated
 
 Names are imported lazily so that importing the package does not load agentscope.
@@ -22,10 +22,9 @@ _EXPORTS = {
     "JobResult": "reme_agent.jobs.guard",
     "Issue": "reme_agent.jobs.guard",
     "LinkEdge": "reme_agent.jobs.guard",
-    "JobQueue": "reme_agent.jobs.queue",
-    "QueueItem": "reme_agent.jobs.queue",
-    "default_queue": "reme_agent.jobs.queue",
-    "queue_for": "reme_agent.jobs.queue",
+    "QueueItem": "reme_agent.engine.queue",
+    "drain": "reme_agent.jobs.followups",
+    "start_followup_worker": "reme_agent.jobs.followups",
     "load_prompt": "reme_agent.jobs.base",
     "JobPrompt": "reme_agent.jobs.base",
 }

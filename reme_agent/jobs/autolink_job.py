@@ -1,5 +1,7 @@
-"""The auto-link LLM job: a `Judge` answered by an AgentScope agent (DESIGN §9, jobs framework),
-and the wiring that hands the job queue's `autolink` items to an `AutoLinker`.
+"""The auto-link LLM job: a `Judge` answered by an AgentScope agent (DESIGN §9, jobs framework).
+
+The follow-up queue's `autolink` items reach an `AutoLinker` (with this judge when a model is
+configured) through the wiring in `jobs/followups.py`.
 
 The algorithms (L1-L4, names, matcher) live in `maintenance/autolink/` and ask a `Judge`;
 this module implements it with the model, as `jobs/maintainer_job.py` does for merge/split.
@@ -20,11 +22,9 @@ import datetime as _dt
 import json
 import logging
 import re
-import threading
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from reme_agent.config import AutoLinkSettings
 from reme_agent.jobs.base import (
     Placeholders,
     PromptOverride,
@@ -35,23 +35,19 @@ from reme_agent.jobs.base import (
     run_agent,
 )
 from reme_agent.jobs.guard import WRITE_TOOLS, Guard, JobResult
-from reme_agent.jobs.queue import JobQueue
 from reme_agent.maintenance.autolink.judge import (
-    Judge,
     MentionQuestion,
     PairQuestion,
     PredicateQuestion,
 )
 from reme_agent.maintenance.autolink.names import Node
-from reme_agent.maintenance.autolink.runner import QUEUE_KIND, AutoLinker
 
 if TYPE_CHECKING:
     from reme_agent.vault import Vault
 
 log = logging.getLogger("reme_agent.autolink")
 
-__all__ = ["JOB", "PLACEHOLDERS", "AutoLinkWorker", "JobJudge", "parse_answers",
-           "register_consumer"]
+__all__ = ["JOB", "PLACEHOLDERS", "JobJudge", "parse_answers"]
 
 JOB = "autolink"
 PLACEHOLDERS = Placeholders(
@@ -194,55 +190,3 @@ def _run(coro: Coroutine[Any, Any, tuple[str, str | None, str | None]]
         return asyncio.run(coro)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, coro).result()
-
-
-# -- the queue consumer ----------------------------------------------------------------------
-def register_consumer(queue: JobQueue, vault: Vault, judge: Judge | None = None,
-                      settings: AutoLinkSettings | None = None) -> AutoLinker:
-    """Make `queue` hand its `autolink` items to an AutoLinker on `vault`; returns it."""
-    linker = AutoLinker(vault, settings, judge)
-    queue.register(QUEUE_KIND, linker.handle)
-    return linker
-
-
-class AutoLinkWorker:
-    """Drains `autolink` items on a background thread (FIFO), so writers never wait for L1."""
-
-    def __init__(self, queue: JobQueue, linker: AutoLinker, interval: float = 0.5) -> None:
-        self.queue = queue
-        self.linker = linker
-        self.interval = interval
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> AutoLinkWorker:
-        self.queue.register(QUEUE_KIND, self.linker.handle)
-        self._thread = threading.Thread(target=self._loop, name="reme-autolink", daemon=True)
-        self._thread.start()
-        return self
-
-    def notify(self) -> None:
-        """Wake the worker now (e.g. right after enqueueing)."""
-        self._wake.set()
-
-    def stop(self, drain: bool = True) -> None:
-        """Stop the thread; with `drain`, first finish the items already queued."""
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join()
-        if drain:
-            self.queue.drain([QUEUE_KIND])
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            self.queue.drain([QUEUE_KIND])
-            self._wake.wait(self.interval)
-            self._wake.clear()
-
-    def __enter__(self) -> AutoLinkWorker:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

@@ -110,10 +110,10 @@ def load_prompt(job: str, language: str = "en", override: PromptOverride = None,
     if not isinstance(max_iters, int) or max_iters < 1:
         raise ConfigError(f"The {where} needs `max_iters` as a positive integer.")
     ph = placeholders or Placeholders()
-    _check_template(where, "system", texts["system"], ph.system_required,
-                    ph.system_required | ph.system_allowed)
-    _check_template(where, "user", texts["user"], ph.user_required,
-                    ph.user_required | ph.user_allowed)
+    check_template(where, "system", texts["system"], ph.system_required,
+                   ph.system_required | ph.system_allowed)
+    check_template(where, "user", texts["user"], ph.user_required,
+                   ph.user_required | ph.user_allowed)
     return JobPrompt(name=job, language=language, system=texts["system"], user=texts["user"],
                      tools=list(dict.fromkeys(tools)), max_iters=max_iters)
 
@@ -131,8 +131,10 @@ def _override_data(override: str | Path | Mapping[str, Any]) -> dict[str, Any]:
     return data
 
 
-def _check_template(where: str, part: str, template: str, required: frozenset[str],
-                    allowed: frozenset[str]) -> None:
+def check_template(where: str, part: str, template: str, required: frozenset[str],
+                   allowed: frozenset[str]) -> None:
+    """ConfigError unless `template` parses and its placeholders are within `allowed` and
+    include `required` (also used for the host notes of jobs/host.py)."""
     try:
         fields = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
     except ValueError as exc:

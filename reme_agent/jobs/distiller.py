@@ -11,7 +11,10 @@ with the L4 tools; the code around it enforces what must not depend on the model
   a daily note is flipped only if `flip_status`, the model asked for it, the job read it, the
   agent did not stop on an error, and every write made while it was the current daily note
   (the last daily note read) ended in success. Others are reported in `skipped`;
-- after each knowledge write: D3 overload check -> enqueue `split`; enqueue `autolink` (L1);
+- after each knowledge write: D3 overload check -> enqueue `split`; enqueue `autolink` (L1),
+  into the vault's durable queue (`vault.queue`). The job returns without running them
+  (seed auto_link §1.4: auto-link never blocks dream); `result.enqueued` lists them and the
+  drainers of `jobs/followups.py` run them;
 - at the end `lint_schema` runs on every note written; errors left are in `result.lint`.
 
 Token estimate for D3 (no tokenizer dependency, deliberately rough): one token per CJK
@@ -38,9 +41,9 @@ from reme_agent.jobs.base import (
     run_sync,
 )
 from reme_agent.jobs.guard import Done, Guard, Issue, JobResult
-from reme_agent.jobs.queue import JobQueue, queue_for
-from reme_agent.schema.layout import KNOWLEDGE, parse_daily_path
-from reme_agent.toolkit.daily import daily_read, daily_status, summary_path
+from reme_agent.maintenance.followups import AUTOLINK, SPLIT
+from reme_agent.schema.layout import KNOWLEDGE
+from reme_agent.toolkit.daily import daily_read, daily_status, is_daily_note
 from reme_agent.toolkit.lint import lint_schema
 
 if TYPE_CHECKING:
@@ -84,7 +87,7 @@ class DistillGuard(Guard):
         if name == "daily_status":
             return self._request_flip(path, args.get("status"))
         if name in ("property_update", "property_delete") and path \
-                and parse_daily_path(path) is not None:
+                and is_daily_note(self.vault, path):
             return self._daily_property(name, fn, args, path)
         return super().dispatch(name, fn, args, path)
 
@@ -121,10 +124,10 @@ class DistillGuard(Guard):
         tokens = estimate_tokens(body)
         blocks = len(split_blocks(body))
         if tokens > self.split_tokens or blocks > self.split_blocks:
-            self.enqueue("split", path, f"overloaded (D3): ~{tokens} tokens, {blocks} blocks",
+            self.enqueue(SPLIT, path, f"overloaded (D3): ~{tokens} tokens, {blocks} blocks",
                          tokens=tokens, blocks=blocks, token_threshold=self.split_tokens,
                          block_threshold=self.split_blocks)
-        self.enqueue("autolink", path, "new or changed knowledge note", level="L1")
+        self.enqueue(AUTOLINK, path, "new or changed knowledge note", level="L1")
 
     def flip_verdicts(self, flip_status: bool, agent_error: str | None) -> dict[str, str | None]:
         """daily -> None (flip it) or the reason it stays active."""
@@ -151,23 +154,22 @@ class DistillGuard(Guard):
 async def arun_distiller(vault: Vault, daily_paths: Sequence[str], *, hint: str = "",
                          flip_status: bool = True, model: Any | None = None,
                          today: _dt.date | None = None, language: str | None = None,
-                         prompt: PromptOverride = None, queue: JobQueue | None = None,
-                         run_queue: bool = True) -> JobResult:
+                         prompt: PromptOverride = None) -> JobResult:
     """Distill daily notes into knowledge (see the module docstring)."""
     day = today or _dt.date.today()
     cfg = vault.settings.jobs
     spec = load_prompt(JOB, language or cfg.language, prompt, placeholders=PLACEHOLDERS,
                        forbidden_tools=FORBIDDEN_TOOLS)
     chat = resolve_model(vault, model, JOB)  # ModelNotConfigured here: nothing touched yet
-    dailies = _check_dailies(vault, daily_paths)
-    q = queue if queue is not None else queue_for(vault)
-    guard = DistillGuard(vault, JOB, today=day, max_cas_redos=cfg.max_cas_redos, queue=q,
-                         dailies=dailies, split_tokens=cfg.split_token_threshold,
+    dailies = check_dailies(vault, daily_paths)
+    guard = DistillGuard(vault, JOB, today=day, max_cas_redos=cfg.max_cas_redos,
+                         queue=vault.queue, dailies=dailies,
+                         split_tokens=cfg.split_token_threshold,
                          split_blocks=cfg.split_block_threshold)
     values = {"protocol": protocol_text(), "vault_dir": str(vault.root),
               "today": day.isoformat(), "hint": hint or "(none)", "language": spec.language,
               "daily_paths": "\n".join(f"- {p}" for p in dailies),
-              "flip_note": _flip_note(spec.language, flip_status)}
+              "flip_note": flip_note(spec.language, flip_status)}
     summary, reason, error = await guarded(run_agent(
         spec, guard, chat, system_values=values, user_values=values,
         retries=vault.settings.model.retries))
@@ -184,8 +186,6 @@ async def arun_distiller(vault: Vault, daily_paths: Sequence[str], *, hint: str 
         elif flip_status:
             guard.skipped.append(Issue(path=daily, reason=why, tool="daily_status"))
     lint = _lint(vault, [p for p in guard.written if p.startswith(KNOWLEDGE + "/")])
-    if run_queue:
-        q.drain()
     result = guard.result(summary=summary, finished_reason=reason, error=error,
                           flipped=flipped, lint=lint)
     result.written += [p for p in flipped if p not in result.written]
@@ -197,7 +197,7 @@ def run_distiller(vault: Vault, daily_paths: Sequence[str], **kwargs: Any) -> Jo
     return run_sync(arun_distiller(vault, daily_paths, **kwargs), "distiller")
 
 
-def _check_dailies(vault: Vault, daily_paths: Sequence[str]) -> list[str]:
+def check_dailies(vault: Vault, daily_paths: Sequence[str]) -> list[str]:
     """Normalised summary-note paths; a missing one fails the job before the model runs."""
     if isinstance(daily_paths, str):
         daily_paths = [daily_paths]
@@ -206,14 +206,15 @@ def _check_dailies(vault: Vault, daily_paths: Sequence[str]) -> list[str]:
                               "see `daily_list`.")
     out = []
     for raw in daily_paths:
-        path = summary_path(raw)
-        daily_read(vault, path)  # raises NoteNotFound with close matches
+        path = daily_read(vault, raw)["path"]  # a workspace or an Obsidian day note; raises
+        # NoteNotFound with close matches
         if path not in out:
             out.append(path)
     return out
 
 
-def _flip_note(language: str, flip_status: bool) -> str:
+def flip_note(language: str, flip_status: bool) -> str:
+    """The user template's `{flip_note}`: whether the model should mark dailies distilled."""
     if language == "zh":
         return ("每篇日记处理完后调用 daily_status 标记为 distilled。" if flip_status
                 else "不要修改这些日记的 status。")

@@ -39,6 +39,7 @@ from pydantic import BaseModel, Field
 
 from reme_agent.engine.links import missing_edges
 from reme_agent.engine.parser import split_note
+from reme_agent.engine.queue import QueueItem, WorkQueue
 from reme_agent.errors import (
     ConservationViolation,
     NoteNotFound,
@@ -49,9 +50,8 @@ from reme_agent.errors import (
     WriteRefused,
     WriteSkipped,
 )
-from reme_agent.jobs.queue import JobQueue, QueueItem
 from reme_agent.schema.audit import append_audit
-from reme_agent.schema.layout import daily_path
+from reme_agent.toolkit.daily import daily_write_path, entry_body
 from reme_agent.toolkit.results import ToolResult
 
 if TYPE_CHECKING:
@@ -108,9 +108,12 @@ class JobResult(BaseModel):
     skipped: list[Issue] = Field(default_factory=list)
     failed: list[Issue] = Field(default_factory=list)
     refused: list[Issue] = Field(default_factory=list)
-    enqueued: list[QueueItem] = Field(default_factory=list)
+    enqueued: list[QueueItem] = Field(default_factory=list,
+                                      description="Follow-up items queued (as they were then).")
     lint: list[dict[str, Any]] = Field(default_factory=list,
                                        description="Schema errors left in written notes.")
+    turns: dict[str, int] | None = Field(None, description='Synchronizer: {"new": n, '
+                                         '"already_synced": m} turns of the messages given.')
     summary: str = ""
     finished_reason: str | None = None
     error: str | None = Field(None, description="Why the agent stopped early, if it did.")
@@ -137,6 +140,9 @@ class JobResult(BaseModel):
             lines += [f"  {label}: {i.path}: {i.reason}" for i in issues]
         lines += [f"  queued {i.kind}: {i.path} ({i.status})" for i in self.enqueued]
         lines += [f"  lint: {d['path']}: {'; '.join(d['errors'])}" for d in self.lint]
+        if self.turns and self.turns.get("already_synced"):
+            lines.append(f"  turns: {self.turns['new']} new, {self.turns['already_synced']} "
+                         "already recorded")
         if self.error:
             lines.append(f"  error: {self.error}")
         return "\n".join(lines)
@@ -151,7 +157,7 @@ class Guard:
     """Wraps a job's tools: CAS stamps, E-1 strikes, write policy, and the record."""
 
     def __init__(self, vault: Vault, job: str, *, today: _dt.date, max_cas_redos: int = 3,
-                 queue: JobQueue | None = None) -> None:
+                 queue: WorkQueue | None = None) -> None:
         self.vault = vault
         self.job = job
         self.today = today
@@ -175,7 +181,7 @@ class Guard:
     # -- wrapping ----------------------------------------------------------------------
     def wrap(self, spec: ToolSpec) -> Callable[..., str]:
         """The spec bound to the vault, routed through the guard; same schema for the model."""
-        bound = spec.bind(self.vault)
+        bound = spec.bind(self.vault, actor=self.job)
 
         @functools.wraps(bound)
         def call(**kwargs: Any) -> str:
@@ -265,7 +271,8 @@ class Guard:
             raise StampChanged(path, stamp, stamp_now)
         if new_body is None:
             return  # frontmatter only: the body (and so every link) stays byte for byte
-        problems = self.rewrite_problems(path, split_note(text, path).body, new_body)
+        old_body = entry_body(self.vault, path, text, args.get("slug"))  # a day note: its section
+        problems = self.rewrite_problems(path, old_body, new_body)
         if problems:
             raise SectionViolation(path, problems)
 
@@ -348,7 +355,12 @@ class Guard:
     def enqueue(self, kind: str, path: str, reason: str, **payload: Any) -> None:
         if self.queue is None:
             return
-        item = self.queue.enqueue(kind, path, reason=reason, payload=payload, source=self.job)
+        try:
+            item, _ = self.queue.enqueue(kind, path, reason=reason, payload=payload,
+                                         source=self.job)
+        except ReMeError as exc:  # the write happened; `maintain` and `autolink` find it again
+            log.warning("could not queue %s for %s: %s", kind, path, exc)
+            return
         if all(i.id != item.id for i in self.enqueued):
             self.enqueued.append(item)
 
@@ -373,9 +385,9 @@ class Guard:
         if name == "daily_write":
             slug = args.get("slug")
             day = args.get("date") or self.today.isoformat()
-            try:
-                return daily_path(str(day).strip(), str(slug)) if slug else None
-            except ValueError:
+            try:  # the workspace note, or the Obsidian day note the section goes into
+                return daily_write_path(self.vault, str(day).strip(), str(slug)) if slug else None
+            except (ValueError, ReMeError):
                 return None
         raw = args.get("path")
         if not isinstance(raw, str) or not raw.strip():
@@ -386,7 +398,7 @@ class Guard:
             try:
                 return summary_path(raw)
             except ReMeError:
-                return None
+                return norm_path(raw)  # an Obsidian day note is its own path
         return norm_path(raw)
 
     def current(self, path: str) -> tuple[str, str] | None:

@@ -8,8 +8,8 @@ in the prompt is refused at load time). The model answers with one JSON object; 
 `maintenance/` does every write, with the conservation checks (merge link conservation, split
 E-2/E-3) and the transaction, so the prompt never carries an invariant.
 
-`register_split_consumer` makes the job queue's `split` items (enqueued by the distiller
-after a D3 overload check) run the split step as soon as the queue is drained.
+`run_maintainer` runs the steps and then drains the vault's follow-up queue (the
+`followups` step: auto-link L1, and split items when a model decides; `jobs/followups.py`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ from __future__ import annotations
 import asyncio
 import datetime as _dt
 import json
+import logging
 import re
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -33,16 +35,17 @@ from reme_agent.jobs.base import (
     run_sync,
 )
 from reme_agent.jobs.guard import WRITE_TOOLS, Guard
-from reme_agent.jobs.queue import JobQueue, QueueItem, default_queue
 from reme_agent.maintenance.merge import DuplicateGroup, MergeVerdict
 from reme_agent.maintenance.split import ChildPlan, SplitPlan, SplitProposal
 
 if TYPE_CHECKING:
+    from reme_agent.engine.progress import Progress
     from reme_agent.maintenance.maintainer import MaintainReport
     from reme_agent.vault import Vault
 
-__all__ = ["ModelMergeJudge", "ModelSplitPlanner", "NoDecision", "register_split_consumer",
-           "run_maintainer"]
+log = logging.getLogger("reme_agent.maintenance")
+
+__all__ = ["ModelMergeJudge", "ModelSplitPlanner", "NoDecision", "run_maintainer"]
 
 MERGE_JOB = "maintainer"
 SPLIT_JOB = "split"
@@ -165,45 +168,45 @@ class ModelSplitPlanner(_Job):
             overview=str(data.get("overview") or "").strip())
 
 
-def run_maintainer(vault: Vault, only: list[str] | None = None, *, dry_run: bool = False,
+def run_maintainer(vault: Vault, only: Sequence[str] | None = None, *, dry_run: bool = False,
                    move_archived: bool = False, model: Any | None = None,
-                   use_model: bool | None = None,
-                   queue: JobQueue | None = None) -> MaintainReport:
+                   use_model: bool | None = None, progress: Progress | None = None) -> MaintainReport:
     """The whole maintainer as one job: the model decides merges and names splits when one is
-    given or configured (`use_model=False`: report only); queued `split` items are consumed."""
-    from reme_agent.maintenance.maintainer import Maintainer
+    given or configured (`use_model=False`: report only). Pending `split` items of the
+    follow-up queue are split first; the last step, `followups`, drains the queue (with
+    `only`, just when it is named; never in a dry run)."""
+    from reme_agent.jobs.followups import Wiring, drain
+    from reme_agent.maintenance.followups import FOLLOWUPS_STEP, SPLIT
+    from reme_agent.maintenance.maintainer import Maintainer, MaintainReport
+    from reme_agent.recall.signals import iso_utc, utc_now
+    from reme_agent.schema.audit import append_audit
 
     wants_model = (model is not None or vault.settings.model.configured) if use_model is None \
         else use_model
-    judge = ModelMergeJudge(vault, model=model) if wants_model else None
-    planner = ModelSplitPlanner(vault, model=model) if wants_model else None
-    q = queue if queue is not None else default_queue()
-    items = q.pending("split")
-    for item in items:
-        item.status = "done"   # claimed: the split step re-checks and handles them
+    steps = [s for s in only if s != FOLLOWUPS_STEP] if only else None
     cfg = vault.settings
-    return Maintainer(vault, cfg.maintain, split_token_threshold=cfg.jobs.split_token_threshold,
-                      split_block_threshold=cfg.jobs.split_block_threshold, merge_judge=judge,
-                      split_planner=planner).run(only, dry_run=dry_run,
-                                                  move_archived=move_archived,
-                                                  split_requests=[i.path for i in items])
-
-
-def register_split_consumer(vault: Vault, queue: JobQueue | None = None, *,
-                            model: Any | None = None) -> None:
-    """Run the split step for every `split` item the queue drains (the distiller's D3 queue)."""
-    from reme_agent.maintenance.maintainer import Maintainer
-
-    q = queue if queue is not None else default_queue()
-
-    def consume(item: QueueItem) -> MaintainReport:
-        planner = ModelSplitPlanner(vault, model=model)
-        cfg = vault.settings
-        return Maintainer(vault, cfg.maintain, split_token_threshold=cfg.jobs.split_token_threshold,
-                          split_block_threshold=cfg.jobs.split_block_threshold,
-                          split_planner=planner).run(["split"], split_requests=[item.path])
-
-    q.register("split", consume)
+    if only and not steps:  # only the follow-ups
+        report = MaintainReport(started_at=iso_utc(utc_now()), dry_run=dry_run)
+    else:
+        judge = ModelMergeJudge(vault, model=model) if wants_model else None
+        planner = ModelSplitPlanner(vault, model=model) if wants_model else None
+        report = Maintainer(vault, cfg.maintain, split_token_threshold=cfg.jobs.split_token_threshold,
+                            split_block_threshold=cfg.jobs.split_block_threshold,
+                            merge_judge=judge, split_planner=planner).run(
+            steps, dry_run=dry_run, move_archived=move_archived,
+            split_requests=[i.path for i in vault.queue.pending(SPLIT)],
+            **({"progress": progress} if progress is not None else {}))
+    if dry_run or (only and FOLLOWUPS_STEP not in only):
+        return report
+    drained = drain(vault, Wiring(vault, model=model, use_model=wants_model))
+    step = drained.step()
+    report.steps.append(step)
+    report.seconds += step.seconds
+    try:
+        append_audit(vault, "maintain", f"maintain: {step.step}", step.markdown())
+    except Exception as exc:  # the report is a courtesy; the items ran
+        log.warning("could not write the maintain audit entry: %s", exc)
+    return report
 
 
 def _cut(text: str, limit: int) -> str:

@@ -17,21 +17,22 @@ Input: messages (AgentScope `Msg` or dicts `{role, content}`; content a string o
 
 `mode="transcript"` needs no model: it appends the raw turns to the day's note
 (`daily/<today>/<slug>/`, slug `session-<id>` or `transcript`), for offline use and evals.
-With `cumulative=True` (hooks reading a whole transcript file) only the turns beyond the
-note's `syncedTurns` counter are appended, so re-running on a growing transcript never
-duplicates turns.
+
+Both modes record each turn once (`jobs/turns.py`): the turns get stable ids, the ones an
+earlier sync of the session already recorded are dropped, and the model (or the transcript
+note) gets only the new ones. Re-sending a conversation, or a transcript that grew, is safe.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from reme_agent.engine.cas import redo_on_stamp_change
-from reme_agent.engine.parser import split_note
-from reme_agent.errors import InvalidArgument, ReMeError, StampChanged
+from reme_agent.engine.queue import WorkQueue
+from reme_agent.errors import InvalidArgument, ModelNotConfigured, ReMeError, StampChanged
 from reme_agent.jobs.base import (
     Placeholders,
     PromptOverride,
@@ -43,9 +44,9 @@ from reme_agent.jobs.base import (
     run_sync,
 )
 from reme_agent.jobs.guard import Guard, JobResult, norm_path
-from reme_agent.jobs.queue import JobQueue
+from reme_agent.jobs.turns import Turn, TurnLedger, number_turns, session_key
 from reme_agent.schema.layout import DAILY, parse_daily_path, slugify
-from reme_agent.toolkit.daily import daily_list
+from reme_agent.toolkit.daily import daily_list, entry_body, is_daily_note
 from reme_agent.toolkit.registry import get_tool
 
 if TYPE_CHECKING:
@@ -249,11 +250,17 @@ def _text_of(content: Any) -> str:
     return str(content)
 
 
-def render_transcript(turns: Sequence[dict[str, str]], max_chars: int | None = None) -> str:
-    text = "\n\n".join(f"[{t['role']}] {t['text']}" for t in turns)
+def render_transcript(turns: Sequence[Turn | Mapping[str, str]],
+                      max_chars: int | None = None) -> str:
+    """`[role] text` per turn (numbered turns, or the dicts `coerce_messages` makes)."""
+    text = "\n\n".join(f"[{_part(t, 'role')}] {_part(t, 'text')}" for t in turns)
     if max_chars and len(text) > max_chars:  # keep the end: the latest turns matter most
         text = "[... earlier turns cut ...]\n\n" + text[-max_chars:]
     return text
+
+
+def _part(turn: Turn | Mapping[str, str], key: str) -> str:
+    return str(turn[key]) if isinstance(turn, Mapping) else str(getattr(turn, key))
 
 
 # -- the guard ----------------------------------------------------------------------------
@@ -267,7 +274,7 @@ class SyncGuard(Guard):
         self.recent = recent
 
     def check_allowed(self, name: str, path: str, args: dict[str, Any]) -> None:
-        if parse_daily_path(path) is None:
+        if not is_daily_note(self.vault, path):
             raise InvalidArgument(f"Refused: the synchronizer writes only daily notes, not "
                                   f"{path!r}.", "Use daily_write; the distiller writes knowledge.")
 
@@ -300,7 +307,9 @@ class SyncGuard(Guard):
             if current is None:
                 return Guard.dispatch(self, name, fn, args, path)
             text, stamp = current
-            merged = merge_sections(split_note(text, path).body, args["body"])
+            # merged into the task's own text: the note's body, or its day-note section
+            merged = merge_sections(entry_body(self.vault, path, text, args.get("slug")),
+                                    args["body"])
             self._old[path] = text
             return fn(**dict(args, body=merged, mode="replace", stamp=stamp))
 
@@ -331,39 +340,75 @@ async def arun_synchronizer(vault: Vault, messages: Iterable[Any], *, mode: Mode
                             model: Any | None = None, session_id: str | None = None,
                             hint: str = "", slug: str | None = None,
                             today: _dt.date | None = None, language: str | None = None,
-                            prompt: PromptOverride = None, queue: JobQueue | None = None,
-                            cumulative: bool = False) -> JobResult:
-    """Record a conversation in today's daily note (see the module docstring)."""
+                            prompt: PromptOverride = None, queue: WorkQueue | None = None,
+                            seen: Mapping[str, int] | None = None) -> JobResult:
+    """Record a conversation's new turns in today's daily note (see the module docstring).
+
+    `messages` is the conversation from its start (or a prefix of it); `seen` is for a
+    caller that passes one reply at a time: how often each turn (`Turn.base`) came before.
+    """
     day = today or _dt.date.today()
     cfg = vault.settings.jobs
     turns = coerce_messages(messages)
-    if mode == "transcript":
-        return transcript_sync(vault, turns, session_id=session_id, slug=slug, today=day,
-                               cumulative=cumulative)
-    if mode != "llm":
+    if mode not in ("llm", "transcript"):
         raise InvalidArgument(f"Unknown synchronizer mode {mode!r}.", 'Use "llm" or "transcript".')
-    spec = load_prompt(JOB, language or cfg.language, prompt, placeholders=PLACEHOLDERS,
-                       forbidden_tools=FORBIDDEN_TOOLS)
-    chat = resolve_model(vault, model, JOB)  # ModelNotConfigured here: nothing touched yet
-    sid = session_id or f"sync-{_dt.datetime.now():%Y%m%d-%H%M%S}"
+    if mode == "llm":
+        spec = load_prompt(JOB, language or cfg.language, prompt, placeholders=PLACEHOLDERS,
+                           forbidden_tools=FORBIDDEN_TOOLS)
+        try:
+            chat = resolve_model(vault, model, JOB)  # nothing touched yet
+        except ModelNotConfigured as exc:
+            raise ModelNotConfigured(JOB, alternative=TRANSCRIPT_HINT) from exc
     if not turns:
-        return JobResult(job=JOB, summary="No user or assistant messages to record.")
-    recent = _recent_active(vault, day, cfg.inherit_days)
-    guard = SyncGuard(vault, JOB, today=day, max_cas_redos=cfg.max_cas_redos, queue=queue,
-                      session_id=sid, recent=recent)
-    values = {"protocol": protocol_text(), "vault_dir": str(vault.root), "today": day.isoformat(),
-              "hint": hint or "(none)", "session_id": sid, "language": spec.language,
-              "transcript": render_transcript(turns, cfg.sync_max_chars),
-              "recent": _render_recent(recent), "inherit_days": cfg.inherit_days}
-    summary, reason, error = await guarded(run_agent(
-        spec, guard, chat, system_values=values, user_values=values,
-        retries=vault.settings.model.retries))
-    return guard.result(summary=summary, finished_reason=reason, error=error)
+        return JobResult(job=JOB, mode=mode, summary="No user or assistant messages to record.")
+    session = session_key(session_id, turns)
+    ledger = TurnLedger(vault, session)
+    numbered = number_turns(session, turns, seen)
+    fresh = ledger.claim(numbered)
+    counts = {"new": len(fresh), "already_synced": len(numbered) - len(fresh)}
+    if not fresh:
+        return JobResult(job=JOB, mode=mode, turns=counts, summary="Nothing new to record.")
+    try:
+        if mode == "transcript":
+            result = transcript_sync(vault, fresh, session_id=session_id, slug=slug, today=day)
+        else:
+            sid = session_id or f"sync-{_dt.datetime.now():%Y%m%d-%H%M%S}"
+            recent = recent_active(vault, day, cfg.inherit_days)
+            guard = SyncGuard(vault, JOB, today=day, max_cas_redos=cfg.max_cas_redos,
+                              queue=queue, session_id=sid, recent=recent)
+            values = {"protocol": protocol_text(), "vault_dir": str(vault.root),
+                      "today": day.isoformat(), "hint": hint or "(none)", "session_id": sid,
+                      "language": spec.language,
+                      "transcript": render_transcript(fresh, cfg.sync_max_chars),
+                      "recent": render_recent(recent), "inherit_days": cfg.inherit_days}
+            summary, reason, error = await guarded(run_agent(
+                spec, guard, chat, system_values=values, user_values=values,
+                retries=vault.settings.model.retries))
+            result = guard.result(summary=summary, finished_reason=reason, error=error)
+    except BaseException:
+        ledger.release(fresh)
+        raise
+    if result.error and not result.written:  # nothing recorded: the next sync tries again
+        ledger.release(fresh)
+    else:
+        ledger.commit(fresh, result.written)
+    return result.model_copy(update={"turns": counts})
+
+
+def choose_mode(vault: Vault, mode: str, model: Any | None = None) -> Mode:
+    """"auto" -> "llm" when a model is given or configured, else "transcript" (no model)."""
+    if mode != "auto":
+        return mode  # type: ignore[return-value]
+    return "llm" if model is not None or vault.settings.model.configured else "transcript"
 
 
 def run_synchronizer(vault: Vault, messages: Iterable[Any], **kwargs: Any) -> JobResult:
     """Synchronous `arun_synchronizer` (not for use inside a running event loop)."""
     return run_sync(arun_synchronizer(vault, messages, **kwargs), "synchronizer")
+
+
+TRANSCRIPT_HINT = ('Or record the raw turns without a model: mode "transcript" '
+                   "(`reme-agent sync --mode transcript`).")
 
 
 def transcript_slug(session_id: str | None, slug: str | None = None) -> str:
@@ -372,40 +417,32 @@ def transcript_slug(session_id: str | None, slug: str | None = None) -> str:
     return slugify(f"session-{session_id}") if session_id else "transcript"
 
 
-def transcript_sync(vault: Vault, turns: list[dict[str, str]], *, session_id: str | None,
-                    slug: str | None, today: _dt.date, cumulative: bool = False) -> JobResult:
-    """The deterministic no-LLM mode: append the raw turns to the day's note."""
+def transcript_sync(vault: Vault, turns: Sequence[Turn], *, session_id: str | None,
+                    slug: str | None, today: _dt.date) -> JobResult:
+    """The deterministic no-LLM mode: append the (new) raw turns to the day's note."""
     note_slug = transcript_slug(session_id, slug)
     guard = Guard(vault, JOB, today=today, max_cas_redos=vault.settings.jobs.max_cas_redos)
     path = guard.path_of("daily_write", {"slug": note_slug})
-    done = 0
-    if cumulative and path:
-        current = guard.current(path)
-        synced = split_note(current[0], path).frontmatter.get("syncedTurns") if current else 0
-        done = synced if isinstance(synced, int) and 0 <= synced <= len(turns) else 0
-    new = turns[done:]
-    if not new:
-        return guard.result(mode="transcript", summary="Nothing new to record.")
     stamp = _dt.datetime.now().astimezone().strftime("%H:%M:%S")
     body = f"## Transcript {stamp}\n\n" + "\n\n".join(
-        (f"**{t['role']}**" if t["name"] == t["role"] else f"**{t['name']}** ({t['role']})")
-        + f": {t['text']}" for t in new)
+        (f"**{t.role}**" if t.name == t.role else f"**{t.name}** ({t.role})")
+        + f": {t.text}" for t in turns)
     args: dict[str, Any] = {
         "slug": note_slug, "body": body, "date": today.isoformat(), "mode": "append",
         "title": f"Session {session_id}" if session_id and not slug else None,
         "description": "Raw conversation turns recorded without a model (transcript mode).",
-        "origin_session_id": session_id or f"transcript-{today.isoformat()}",
-        "properties": {"syncedTurns": done + len(new)} if cumulative else None}
+        "origin_session_id": session_id or f"transcript-{today.isoformat()}"}
     fn = get_tool("daily_write").bind(vault)
     try:
         guard.call("daily_write", fn, {k: v for k, v in args.items() if v is not None})
     except ReMeError as exc:
         return guard.result(mode="transcript", error=str(exc))
     return guard.result(mode="transcript",
-                        summary=f"Appended {len(new)} turn(s) to {path}.")
+                        summary=f"Appended {len(turns)} turn(s) to {path}.")
 
 
-def _recent_active(vault: Vault, day: _dt.date, days: int) -> list[dict[str, Any]]:
+def recent_active(vault: Vault, day: _dt.date, days: int) -> list[dict[str, Any]]:
+    """Active daily notes of the last `days` days up to `day` (candidates for UPDATE/INHERIT)."""
     start = (day - _dt.timedelta(days=max(days, 0))).isoformat()
     try:
         found = daily_list(vault, start=start, end=day.isoformat(), status="active", limit=200)
@@ -414,7 +451,8 @@ def _recent_active(vault: Vault, day: _dt.date, days: int) -> list[dict[str, Any
     return [n for n in found["notes"] if norm_path(n["path"]).startswith(DAILY + "/")]
 
 
-def _render_recent(recent: list[dict[str, Any]]) -> str:
+def render_recent(recent: list[dict[str, Any]]) -> str:
+    """The user template's `{recent}`: one line per recent active daily note."""
     if not recent:
         return "(none)"
     return "\n".join(f"- {n['path']} ({n['date']}) — {n.get('title') or n['slug']}"

@@ -4,6 +4,10 @@ Declared here, above the toolkit, so `toolkit/` never imports `jobs/` (imports p
 These are synchronous functions: the MCP server runs sync tools in a worker thread, where
 `run_*` may start its own event loop. An AgentScope agent should call `arun_*` directly
 instead of getting these as tools.
+
+Without a chat model configured, `job_tools` leaves out the jobs that need one (the
+distiller): a tool that can only fail is noise in the model's tool list. The synchronizer
+stays: its default mode "auto" records the raw turns when there is no model.
 """
 
 from __future__ import annotations
@@ -18,22 +22,25 @@ if TYPE_CHECKING:
 
 
 @tool
-def synchronizer(vault: Vault, messages: list[dict[str, str]], mode: Literal["llm", "transcript"] = "llm",
+def synchronizer(vault: Vault, messages: list[dict[str, str]],
+                 mode: Literal["auto", "llm", "transcript"] = "auto",
                  session_id: str | None = None, hint: str = "") -> ToolResult:
     """Record a conversation in today's daily note (daily/<date>/<slug>/<slug>.md).
 
     The synchronizer creates, updates or continues the day's note for this task; it never
-    writes knowledge/. Use mode "transcript" to append the raw turns without a model.
+    writes knowledge/. Turns an earlier call already recorded for the session are skipped,
+    so sending the whole conversation again is safe.
 
     Args:
-        messages: The conversation, oldest first: [{"role": "user", "content": "..."}, ...].
-        mode: "llm" summarises with the configured model; "transcript" appends the turns verbatim.
+        messages: The conversation from its start, oldest first: [{"role": "user", "content": "..."}, ...].
+        mode: "llm" summarises with the configured model; "transcript" appends the turns verbatim; "auto" = llm when a model is configured, else transcript.
         session_id: The conversation's id, recorded as originSessionId.
         hint: Extra guidance for the model, e.g. the task's name.
     """
-    from reme_agent.jobs.synchronizer import run_synchronizer
+    from reme_agent.jobs.synchronizer import choose_mode, run_synchronizer
 
-    result = run_synchronizer(vault, messages, mode=mode, session_id=session_id, hint=hint)
+    result = run_synchronizer(vault, messages, mode=choose_mode(vault, mode),
+                              session_id=session_id, hint=hint)
     return ToolResult(result.model_dump(mode="json"), result.render())
 
 
@@ -59,3 +66,10 @@ JOB_TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec("synchronizer", synchronizer, "jobs", read_only=False, kind="job"),
     ToolSpec("distiller", distiller, "jobs", read_only=False, kind="job"),
 )
+NEEDS_MODEL = frozenset({"distiller"})
+"""Job tools that cannot do anything without a chat model."""
+
+
+def job_tools(model_configured: bool) -> tuple[ToolSpec, ...]:
+    """The job tools worth offering: all with a model, else those that work without one."""
+    return tuple(s for s in JOB_TOOLS if model_configured or s.name not in NEEDS_MODEL)

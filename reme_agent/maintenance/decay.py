@@ -38,7 +38,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from reme_agent.engine.parser import dump_note, split_note
+from reme_agent.engine.fmedit import edit_frontmatter
+from reme_agent.engine.parser import split_note
 from reme_agent.engine.retarget import plan_move
 from reme_agent.engine.transaction import Transaction
 from reme_agent.engine.view import VaultView
@@ -227,7 +228,7 @@ def _set_status(vault: Vault, path: str, status: str) -> str:
         why = status_move_error(parts.frontmatter.get("status"), status)
         if why:
             raise ReMeError(f"Refused status change of {path!r}: {why}.")
-        return dump_note({**parts.frontmatter, "status": status}, "") + parts.body
+        return edit_frontmatter(text, {"status": status}, path=path)  # only the status line
 
     done = vault.store.cas_edit(path, edit)
     assert done.stamp is not None

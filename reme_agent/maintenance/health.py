@@ -9,25 +9,32 @@ an unchanged vault adds nothing).
 - D1 dangling: every other link that resolves to no file. Links count as resolving when any
   file has that name (an image or a PDF is not dangling), as in `lint_dangling`.
 - D3 overloaded: knowledge nodes over the split thresholds (`split.overloaded`).
+
+Between maintenance runs, `queue_overloaded` checks the notes an `index` or `watch` run
+changed: a knowledge note grown past a split threshold (by hand edits; the distiller checks
+its own writes) gets a `split` item in the follow-up queue and a D3 line in today's health
+report, in the same format.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from reme_agent.maintenance.followups import SPLIT, enqueue
 from reme_agent.maintenance.report import StepResult
-from reme_agent.maintenance.split import SplitParams, overloaded
+from reme_agent.maintenance.split import SplitParams, overload, overloaded
 from reme_agent.schema.audit import append_audit, audit_path
-from reme_agent.schema.layout import AUDIT, DAILY, META, RESOURCE
+from reme_agent.schema.layout import AUDIT, DAILY, KNOWLEDGE, META, RESOURCE, layer_of
 
 if TYPE_CHECKING:
     from reme_agent.engine.view import VaultView
     from reme_agent.vault import Vault
 
-__all__ = ["find_problems", "run_health"]
+__all__ = ["find_problems", "queue_overloaded", "run_health"]
 
 _PROVENANCE = (f"{DAILY}/", f"{RESOURCE}/")
 
@@ -95,3 +102,30 @@ def run_health(vault: Vault, view: VaultView, *, params: SplitParams, now: datet
     result.changed.append(path)
     result.actions.append({"action": "report", "path": path})
     return result
+
+
+def queue_overloaded(vault: Vault, paths: Iterable[str], params: SplitParams, *, source: str,
+                     now: datetime | None = None) -> list[dict[str, Any]]:
+    """D3 on the indexed notes in `paths` (e.g. an index run's changed files): each knowledge
+    note over a split threshold that has no pending split item gets one, and one health entry
+    lists them. Returns {path, tokens, blocks} of the newly queued notes."""
+    queued: list[dict[str, Any]] = []
+    for path in dict.fromkeys(paths):
+        if layer_of(path) != KNOWLEDGE or not path.lower().endswith(".md"):
+            continue
+        found = overload(vault, path, params)
+        if found is None:
+            continue
+        got = enqueue(vault, SPLIT, path, f"overloaded (D3) after an edit: ~{found['tokens']} "
+                      f"tokens, {found['blocks']} blocks", source=source,
+                      tokens=found["tokens"], blocks=found["blocks"],
+                      token_threshold=params.token_threshold,
+                      block_threshold=params.block_threshold)
+        if got is not None and got[1]:  # already pending: already reported
+            queued.append(found)
+    if queued:
+        append_audit(vault, "health", f"overloaded after an edit (seen by {source})",
+                     _render({"D3": queued}) + "\n\nQueued for a split (`reme-agent worker` "
+                     "or `maintain` runs it when a model is configured).",
+                     now=(now or datetime.now()).astimezone())
+    return queued

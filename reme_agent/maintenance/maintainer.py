@@ -28,6 +28,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from reme_agent.config import MaintainSettings
+from reme_agent.engine.progress import SILENT, Progress
 from reme_agent.errors import InvalidArgument
 from reme_agent.maintenance.access import aggregate_access, last_reads
 from reme_agent.maintenance.communities import detect_communities
@@ -104,8 +105,12 @@ class Maintainer:
                                         cooldown_days=s.cooldown_days, seed=s.seed)
 
     def run(self, only: Iterable[str] | None = None, *, dry_run: bool = False,
-            move_archived: bool = False, split_requests: Sequence[str] = ()) -> MaintainReport:
-        """Run the steps (all, or `only` these, always in the fixed order)."""
+            move_archived: bool = False, split_requests: Sequence[str] = (),
+            progress: Progress = SILENT) -> MaintainReport:
+        """Run the steps (all, or `only` these, always in the fixed order).
+
+        `progress` shows the index run and the steps (none by default).
+        """
         wanted = list(only) if only else list(STEPS)
         unknown = [s for s in wanted if s not in STEPS]
         if unknown:
@@ -115,28 +120,42 @@ class Maintainer:
         started = time.perf_counter()
         report = MaintainReport(started_at=iso_utc(now), dry_run=dry_run)
         self._communities: dict[str, int] | None = None
-        self.vault.index()  # the steps read the index state and graph: bring them up to date
+        # the steps read the index state and graph: bring them up to date
+        self.vault.index(progress=progress)
         view = self.vault.view()
-        for name in STEPS:
-            if name not in wanted:
-                continue
-            t0, c0 = time.perf_counter(), time.process_time()
-            try:
-                result = self._step(name, view, now, dry_run=dry_run, move_archived=move_archived,
-                                    split_requests=split_requests)
-            except Exception as exc:  # one broken step must not stop the others
-                log.exception("maintenance step %s failed", name)
-                result = StepResult(name, dry_run=dry_run,
-                                    skipped=f"failed: {type(exc).__name__}: {exc}")
-            result.seconds = round(time.perf_counter() - t0, 3)
-            result.cpu_seconds = round(time.process_time() - c0, 3)
-            report.steps.append(result)
-            if any(not p.startswith(("meta/", "audit/")) for p in result.changed):
-                view = self.vault.view()  # notes changed: later steps see them
-            if not dry_run:
-                self._audit(result, now)
+        bar = progress("maintain", sum(1 for s in STEPS if s in wanted), "step")
+        try:
+            for name in STEPS:
+                if name in wanted:
+                    view = self._run_step(name, view, now, report, dry_run=dry_run,
+                                          move_archived=move_archived,
+                                          split_requests=split_requests)
+                    bar.update(1)
+        finally:
+            bar.close()
         report.seconds = time.perf_counter() - started
         return report
+
+    def _run_step(self, name: str, view: VaultView, now: datetime, report: MaintainReport, *,
+                  dry_run: bool, move_archived: bool,
+                  split_requests: Sequence[str]) -> VaultView:
+        """One step, timed and audited; returns the view the next step plans against."""
+        t0, c0 = time.perf_counter(), time.process_time()
+        try:
+            result = self._step(name, view, now, dry_run=dry_run, move_archived=move_archived,
+                                split_requests=split_requests)
+        except Exception as exc:  # one broken step must not stop the others
+            log.exception("maintenance step %s failed", name)
+            result = StepResult(name, dry_run=dry_run,
+                                skipped=f"failed: {type(exc).__name__}: {exc}")
+        result.seconds = round(time.perf_counter() - t0, 3)
+        result.cpu_seconds = round(time.process_time() - c0, 3)
+        report.steps.append(result)
+        if any(not p.startswith(("meta/", "audit/")) for p in result.changed):
+            view = self.vault.view()  # notes changed: later steps see them
+        if not dry_run:
+            self._audit(result, now)
+        return view
 
     def _step(self, name: str, view: VaultView, now: datetime, *, dry_run: bool,
               move_archived: bool, split_requests: Sequence[str]) -> StepResult:

@@ -29,7 +29,8 @@ each group; a yes is merged by `apply_merge`:
 - all in one `engine.transaction.Transaction`: every stamp checked first, an intent journal,
   rollback on failure (or by the next opener after a crash), at most 3 redos from fresh
   reads when a file changes under the plan;
-- cooldowns: the winner for `cooldown_days`, a rejected group for `rejected_cooldown_days`.
+- cooldowns: the winner for `cooldown_days`, a rejected group for `rejected_cooldown_days`;
+- the winner is queued for auto-link L1 (its merged text may mention nodes it does not link).
 """
 
 from __future__ import annotations
@@ -47,13 +48,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from reme_agent.engine.cas import MAX_REDOS
+from reme_agent.engine.fmedit import edit_frontmatter
 from reme_agent.engine.names import note_aliases, note_title
-from reme_agent.engine.parser import dump_note, split_note
+from reme_agent.engine.parser import normalize_eol, restore_eol, split_note
 from reme_agent.engine.retarget import edge_keys, retarget, rewrite_links
 from reme_agent.engine.transaction import Transaction
 from reme_agent.engine.view import VaultView
 from reme_agent.errors import ConservationViolation, ReMeError, StampChanged, WriteConflict
 from reme_agent.maintenance.access import rename_entries
+from reme_agent.maintenance.followups import enqueue_autolink
 from reme_agent.maintenance.report import StepResult
 from reme_agent.maintenance.similarity import similar_pairs
 from reme_agent.recall.signals import CooldownEntry, CooldownsSignal, iso_utc, parse_moment
@@ -363,7 +366,8 @@ def plan_merge(vault: Vault, view: VaultView, members: list[str], now: datetime,
         moved, _ = rewrite_links(body_l, loser, winner, view.resolver, after, path_map, losers)
         heading, rest = _split_h1(moved)
         parts.append(f"## {heading or view.title(loser)}\n\n{rest.strip()}".rstrip())
-    merged_body = "\n\n".join(p for p in parts if p) + "\n"
+    win = split_note(texts[winner], winner)
+    merged_body = restore_eol("\n\n".join(normalize_eol(p) for p in parts if p) + "\n", win.eol)
     # Conservation (DESIGN §5): every outbound edge of every member survives the merge.
     old: set[tuple[str, str | None]] = set()
     for p in [winner, *losers]:
@@ -372,7 +376,9 @@ def plan_merge(vault: Vault, view: VaultView, members: list[str], now: datetime,
     lost = old - new
     if lost:
         raise ConservationViolation(winner, {(t.lstrip("\0"), pr) for t, pr in lost})
-    tx.write(winner, dump_note(fm, "") + merged_body)
+    old_fm = win.frontmatter
+    tx.write(winner, edit_frontmatter(win.head + merged_body, fm,
+                                      [k for k in old_fm if k not in fm], winner))
     for loser in losers:
         tx.delete(loser)
     retargeted = retarget(tx, view, path_map, after, force=losers, exclude={winner, *losers},
@@ -400,6 +406,8 @@ def apply_merge(vault: Vault, members: list[str], *, now: datetime,
     outcome.written = written
     vault.try_refresh(written)
     rename_entries(vault, {p: outcome.winner for p in outcome.losers})
+    enqueue_autolink(vault, [outcome.winner], source="merge",
+                     reason="merge: the kept note holds the merged text")
     return outcome
 
 

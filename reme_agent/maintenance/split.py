@@ -24,7 +24,8 @@ builds the change and checks, **before anything is written**:
   axes; the parent keeps its H1, gets the overview and one `has_part::` line per child.
 A plan that breaks E-2 goes back to the planner once, naming the dropped links; a second
 failure is refused and written to `audit/<date>/refused.md` (DESIGN §5 E-1 rule). Done or
-refused, the parent gets a cooldown.
+refused, the parent gets a cooldown. A committed split queues auto-link L1 for the parent
+and each child (seed auto_link §1.4), so a new child gets its inbound links at once.
 """
 
 from __future__ import annotations
@@ -38,9 +39,18 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from reme_agent.engine.fmedit import edit_frontmatter
 from reme_agent.engine.links import LinkResolver
+from reme_agent.engine.linkstyle import format_link
 from reme_agent.engine.names import note_aliases, note_title
-from reme_agent.engine.parser import Block, dump_note, parse_note, split_note
+from reme_agent.engine.parser import (
+    Block,
+    dump_note,
+    normalize_eol,
+    parse_note,
+    restore_eol,
+    split_note,
+)
 from reme_agent.engine.retarget import edge_keys, rewrite_links
 from reme_agent.engine.tokenize import estimate_tokens
 from reme_agent.engine.transaction import Transaction
@@ -52,6 +62,7 @@ from reme_agent.errors import (
     StampChanged,
     WriteConflict,
 )
+from reme_agent.maintenance.followups import enqueue_autolink
 from reme_agent.maintenance.kmeans import choose_k
 from reme_agent.maintenance.merge import active_cooldowns, update_cooldowns
 from reme_agent.maintenance.report import StepResult
@@ -73,6 +84,7 @@ __all__ = [
     "apply_split",
     "build_split",
     "estimate_tokens",
+    "overload",
     "overloaded",
     "propose_split",
     "run_split",
@@ -107,12 +119,19 @@ def overloaded(vault: Vault, view: VaultView, params: SplitParams,
         # A token is at least one byte, so a small file can only be over on blocks.
         if row.size <= params.token_threshold and counts.get(path, 0) <= params.block_threshold:
             continue
-        blocks = vault.state.blocks_of(path)
-        tokens = estimate_tokens("\n".join(b.text for b in blocks))
-        if tokens > params.token_threshold or len(blocks) > params.block_threshold:
-            out.append({"path": path, "tokens": tokens, "blocks": len(blocks)})
+        if (found := overload(vault, path, params)) is not None:
+            out.append(found)
     out.sort(key=lambda d: (-d["tokens"], d["path"]))
     return out
+
+
+def overload(vault: Vault, path: str, params: SplitParams) -> dict[str, Any] | None:
+    """D3 for one indexed note: {path, tokens, blocks} when over a threshold, else None."""
+    blocks = vault.state.blocks_of(path)
+    tokens = estimate_tokens("\n".join(b.text for b in blocks))
+    if tokens > params.token_threshold or len(blocks) > params.block_threshold:
+        return {"path": path, "tokens": tokens, "blocks": len(blocks)}
+    return None
 
 
 # -- proposal ------------------------------------------------------------------------------
@@ -253,8 +272,8 @@ def build_split(vault: Vault, view: VaultView, proposal: SplitProposal, plan: Sp
     if not plan.overview.strip():
         raise WriteConflict("The plan has no parent overview.", "Write the overview.")
     text = tx.read(parent)
-    parts = split_note(text, parent)
-    fm, body = parts.frontmatter, parts.body
+    src = split_note(text, parent)
+    fm, body = src.frontmatter, normalize_eol(src.body)
     note = parse_note(parent, text)
     if [b.hash for b in note.blocks] != proposal.hashes:
         raise StaleProposal(f"{parent!r} changed since the split was proposed.",
@@ -280,20 +299,20 @@ def build_split(vault: Vault, view: VaultView, proposal: SplitProposal, plan: Sp
         child_fms[path] = cfm
     after = view.after({}, added={p: note_aliases(f) for p, f in child_fms.items()})
     h1 = _h1(body)
+    style = vault.settings.links.style
     child_texts: dict[str, str] = {}
     for child, path, idx in zip(plan.children, paths, proposal.clusters, strict=True):
         raw = child.body if child.body is not None else _child_default_body(note.blocks, idx, h1)
         fixed, _ = rewrite_links(raw, parent, path, view.resolver, after, {})
-        cbody = (f"# {child.title.strip()}\n\n{fixed.strip()}\n\n"
-                 f"part_of:: [[{parent}|{title}]]\n")
+        up = format_link(parent, after, style, title, path)
+        cbody = f"# {child.title.strip()}\n\n{fixed.strip()}\n\npart_of:: {up}\n"
         child_texts[path] = dump_note(child_fms[path], cbody)
-    parts = "\n".join(f"- has_part:: [[{p}|{c.title.strip()}]]"
-                      for p, c in zip(paths, plan.children, strict=True))
+    part_lines = "\n".join(f"- has_part:: {format_link(p, after, style, c.title.strip(), parent)}"
+                           for p, c in zip(paths, plan.children, strict=True))
     overview = plan.overview.strip()
-    new_body = (f"{h1}\n\n" if h1 else "") + f"{overview}\n\n## Parts\n\n{parts}\n"
+    new_body = (f"{h1}\n\n" if h1 else "") + f"{overview}\n\n## Parts\n\n{part_lines}\n"
     if body.startswith("\n"):
         new_body = "\n" + new_body
-    new_fm = {**fm, "updated": stamp}
 
     # E-2: parent_new ∪ children ⊇ parent_old (resolved edges, before anything is written).
     old_edges = edge_keys(body, parent, view.resolver)
@@ -305,7 +324,8 @@ def build_split(vault: Vault, view: VaultView, proposal: SplitProposal, plan: Sp
         raise ConservationViolation(parent, {(t.lstrip("\0"), p) for t, p in lost})
     # E-3: nothing else is written, and every existing link resolves as before.
     _check_resolution(view, after)
-    tx.write(parent, dump_note(new_fm, "") + new_body)
+    tx.write(parent, edit_frontmatter(src.head + restore_eol(new_body, src.eol),
+                                      {"updated": stamp}, path=parent))
     for path, ctext in child_texts.items():
         tx.create(path, ctext)
     planned = tx.planned
@@ -338,6 +358,9 @@ def apply_split(vault: Vault, proposal: SplitProposal, plan: SplitPlan, *,
                             f"({exc}).") from exc
     outcome.written = written
     vault.try_refresh(written)
+    # seed auto_link §1.4: a new child gets its inbound links at once, not at the next batch
+    enqueue_autolink(vault, [outcome.parent, *outcome.children], source="split",
+                     reason="split: the parent's overview or a new child")
     return outcome
 
 

@@ -10,7 +10,7 @@ normalised over the same set, and fused into one text-relevance score per block.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -53,12 +53,19 @@ class BlockHit:
 def hybrid_candidates(vault: Vault, query: str, *, fusion: str, vector_weight: float,
                       rrf_k: int = 60, candidates: int = 50, query_rewrite: str | None = None,
                       allowed_path: Callable[[str], bool] | None = None,
-                      vector_overfetch: float = 4.0) -> list[BlockHit]:
-    """Fused candidates, best first. `query_rewrite` replaces the query on the vector side only."""
+                      vector_overfetch: float = 4.0, tokens: list[str] | None = None,
+                      extra_ids: Sequence[str] = ()) -> list[BlockHit]:
+    """Fused candidates, best first. `query_rewrite` replaces the query on the vector side only.
+
+    `extra_ids` are blocks that must be candidates whatever their text scores (the blocks of
+    notes the query names, relation answers, verbatim phrase matches): they join the union
+    and are scored on both sides like any other candidate.
+    """
     vault.ready()
     paths_of = vault.indexer.path_of_block
     allowed_id = (lambda bid: allowed_path(paths_of(bid) or "")) if allowed_path else None
 
+    extra = [d for d in dict.fromkeys(extra_ids) if allowed_id is None or allowed_id(d)]
     vector_top: list[tuple[str, float]] = []
     qvec = None
     if vector_weight > 0.0:
@@ -71,7 +78,17 @@ def hybrid_candidates(vault: Vault, query: str, *, fusion: str, vector_weight: f
     keyword_of: dict[str, float] = {}
     if vector_weight < 1.0:
         also = [d for d, _ in vector_top] if fusion == "blend" else []
-        keyword_top, keyword_of = vault.keyword.top(tokenize(query), candidates, allowed_id, also)
+        also += extra
+        keyword_top, keyword_of = vault.keyword.top(
+            tokenize(query) if tokens is None else tokens, candidates, allowed_id, also)
+    if extra:
+        if vector_weight < 1.0:   # the blend below scores them on the vector side too
+            have = {d for d, _ in keyword_top}
+            keyword_top += [(d, keyword_of.get(d, 0.0)) for d in extra if d not in have]
+        elif qvec is not None:
+            have = {d for d, _ in vector_top}
+            embs = _embeddings(vault, [d for d in extra if d not in have])
+            vector_top += [(d, float(np.dot(v, qvec))) for d, v in embs.items()]
 
     if fusion == "blend" and qvec is not None and keyword_top:
         # Score the union on both sides so min-max runs over one candidate set.

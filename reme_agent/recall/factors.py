@@ -22,7 +22,7 @@ Each factor is 1.0 when switched off in the options or when its signal is missin
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +45,10 @@ class FactorContext:
     communities: dict[str, int] | None = None
     seed_communities: frozenset[int] = frozenset()
     last_hits: dict[str, datetime] | None = None
+    evidence: Any = None          # recall.evidence.QueryEvidence of the query, if gathered
+    tokens: list[str] = field(default_factory=list)   # the query's keyword tokens
+    freshness: Any = None         # recall.freshness.IndexFreshness of this search
+    warnings: list[str] = field(default_factory=list)
 
 
 def centrality(in_degree: int, alpha: float) -> float:

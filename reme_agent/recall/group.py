@@ -14,13 +14,13 @@ run, in any process; the graph only changes inside one).
 from __future__ import annotations
 
 import threading
-import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from reme_agent.engine.names import note_title
+from reme_agent.recall.pervault import PerVault
 from reme_agent.recall.signals import parse_moment
 
 if TYPE_CHECKING:
@@ -55,6 +55,8 @@ class NodeResult:
     score: float
     factors: dict[str, float]     # base, centrality, community, recency, layer
     chunks: list[ChunkResult] = field(default_factory=list)
+    match: dict[str, Any] | None = None   # why beyond text: a name, a relation, a phrase
+    weak: bool = False            # below the relevance floor: a guess, not an answer
 
 
 class NodeCatalog:
@@ -116,28 +118,27 @@ class NodeCatalog:
             mtime=datetime.fromtimestamp(row.mtime_ns / 1e9, tz=UTC))
 
 
-_catalogs: weakref.WeakKeyDictionary[Vault, NodeCatalog] = weakref.WeakKeyDictionary()
-_catalogs_lock = threading.Lock()
+_catalogs: PerVault[NodeCatalog] = PerVault(NodeCatalog)
 
 
 def catalog_for(vault: Vault) -> NodeCatalog:
     """The vault's catalog (one per Vault object; it dies with the vault)."""
-    with _catalogs_lock:
-        cat = _catalogs.get(vault)
-        if cat is None or cat.state is not vault.state:
-            cat = _catalogs[vault] = NodeCatalog(vault.state)
-    return cat
+    return _catalogs.get(vault)
 
 
 def group_by_node(hits: list[BlockHit], scores: dict[str, float],
                   factors: dict[str, dict[str, float]], catalog: NodeCatalog, *,
-                  top_chunks_per_path: int, limit: int,
-                  block_decay: float = 0.0) -> list[NodeResult]:
+                  top_chunks_per_path: int, limit: int, block_decay: float = 0.0,
+                  tiers: dict[str, int] | None = None,
+                  shown: Callable[[list[BlockHit]], list[BlockHit]] | None = None
+                  ) -> list[NodeResult]:
     """Ranked blocks -> ranked nodes (`scores` by block id, `factors` by path).
 
     A node scores its best block plus `block_decay`^i times its (i+1)-th best block
     (0 = best block only): a note matching the query in several places outranks one lucky
     block. The LoCoMo eval measured +0.021 session MRR at 0.3 (evals/README.md).
+    `tiers` (path -> tier, default 0) sort before the score: a note the query names.
+    `shown` reorders a kept node's blocks for display (default: by score).
     """
     by_path: dict[str, list[BlockHit]] = {}
     for hit in sorted(hits, key=lambda h: (-scores[h.block_id], h.path, h.start_line)):
@@ -154,8 +155,16 @@ def group_by_node(hits: list[BlockHit], scores: dict[str, float],
             factors={"base": best.base, **factors.get(path, {})},
             chunks=[ChunkResult(b.block_id, b.start_line, b.end_line, b.text, scores[b.block_id])
                     for b in blocks[:top_chunks_per_path]]))
-    nodes.sort(key=lambda n: (-n.score, n.path))
-    return nodes[:limit]
+    tier = tiers or {}
+    nodes.sort(key=lambda n: (-tier.get(n.path, 0), -n.score, n.path))
+    nodes = nodes[:limit]
+    if shown is not None:
+        for node in nodes:
+            blocks = shown(by_path[node.path])
+            node.chunks = [ChunkResult(b.block_id, b.start_line, b.end_line, b.text,
+                                       scores[b.block_id])
+                           for b in blocks[:top_chunks_per_path]]
+    return nodes
 
 
 def _node_score(ordered: list[float], decay: float) -> float:

@@ -40,12 +40,28 @@ def render_node(node: NodeResult, expansion: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _weak_line(node: NodeResult) -> str:
+    title = f"  {node.title}" if node.title and node.title != node.path else ""
+    return f"  {node.path}{title}"
+
+
 def render_response(response: SearchResponse) -> str:
+    """Strong results in full; results below the relevance floor only as one line each,
+    or "no good match" when every result is below it (never padding with unrelated notes)."""
+    strong = [n for n in response.results if not n.weak]
+    weak = [n for n in response.results if n.weak]
     if not response.results:
         text = (f"No results for {response.query!r}. Try other words, a broader prefix, "
                 "or include_archived=True.")
+    elif not strong:
+        text = "\n".join([f"No good match for {response.query!r}: nothing in the vault is "
+                          "about this. Closest notes, all weak:",
+                          *(_weak_line(n) for n in weak[:5])])
     else:
-        text = "\n\n".join(render_node(n, response.expansion) for n in response.results)
+        text = "\n\n".join(render_node(n, response.expansion) for n in strong)
+        if weak:
+            text += "\n\n" + "\n".join(["[weak matches, probably unrelated]",
+                                          *(_weak_line(n) for n in weak[:5])])
     if response.warnings:
         text += "\n\n" + "\n".join(f"[warning] {w}" for w in response.warnings)
     return text

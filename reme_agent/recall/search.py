@@ -18,13 +18,16 @@ here, flushed later; a failure there never fails a search.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from reme_agent.engine.tokenize import tokenize
 from reme_agent.errors import InvalidArgument
 from reme_agent.recall.candidates import BlockHit, hybrid_candidates
+from reme_agent.recall.evidence import QueryEvidence, extra_block_ids, gather
 from reme_agent.recall.expand import MAX_DEPTH, expand_links
 from reme_agent.recall.factors import (
     FactorContext,
@@ -32,6 +35,8 @@ from reme_agent.recall.factors import (
     node_factors,
     seed_communities,
 )
+from reme_agent.recall.floor import mark_weak
+from reme_agent.recall.freshness import IndexFreshness, check_for, refresh_stale
 from reme_agent.recall.group import (
     ChunkResult,
     NodeResult,
@@ -39,6 +44,7 @@ from reme_agent.recall.group import (
     group_by_node,
 )
 from reme_agent.recall.signals import utc_now
+from reme_agent.recall.snippets import order_chunks
 from reme_agent.schema.layout import AUDIT, META, TOP_FOLDERS, layer_of
 
 if TYPE_CHECKING:
@@ -68,6 +74,7 @@ class SearchResponse:
     expansion: list[dict[str, Any]] = field(default_factory=list)
     signals_freshness: dict[str, str | None] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    index_freshness: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able form for Python callers, the CLI's --json and the toolkit."""
@@ -140,9 +147,16 @@ def search(vault: Vault, query: str, *, limit: int = 10, include_archived: bool 
                         candidates=max(opts.candidates, limit * per_node))
     scores = {h.block_id: h.score for h in hits}
     factors = {h.path: h.factors for h in hits}
+    ev = ctx.evidence
     results = group_by_node(hits, scores, factors, ctx.catalog,
                             top_chunks_per_path=per_node, limit=limit,
-                            block_decay=opts.node_block_decay)
+                            block_decay=opts.node_block_decay,
+                            tiers={p: ev.tier(p) for p in factors},
+                            shown=lambda blocks: order_chunks(vault, ctx.tokens, blocks,
+                                                              ev.asked))
+    for node in results:
+        node.match = ev.match_of(node.path)
+    mark_weak(vault, results, hits, ctx.tokens, ev, opts, vault.settings.embedder.name)
 
     expansion: list[dict[str, Any]] = []
     if depth and results:
@@ -152,6 +166,7 @@ def search(vault: Vault, query: str, *, limit: int = 10, include_archived: bool 
                                  depth=depth, per_direction=opts.max_links_per_direction,
                                  budget=opts.expand_path_budget,
                                  exclude=lambda p: not shown(p))
+        expansion = _fresh_expansion(vault, expansion, ctx)
 
     if log_access and results:
         try:
@@ -159,12 +174,35 @@ def search(vault: Vault, query: str, *, limit: int = 10, include_archived: bool 
         except Exception as exc:  # the access log never fails a search
             log.warning("access log record failed: %s", exc)
 
+    freshness = ctx.freshness
+    report = check_for(vault).report(vault, tuple(f"{h}/" for h in HIDDEN_LAYERS))
+    freshness.indexed_files = report.indexed_files
+    freshness.unindexed_files = report.unindexed_files
+    hint = freshness.hint()
     return SearchResponse(query=query, results=results, expansion=expansion,
                           signals_freshness=vault.signals.freshness(),
-                          warnings=vault.signals.warnings())
+                          warnings=[*vault.signals.warnings(), *ctx.warnings,
+                                    *([hint] if hint else [])],
+                          index_freshness=freshness.as_dict())
 
 
 # -- internals --------------------------------------------------------------------------
+
+
+def _fresh_expansion(vault: Vault, expansion: list[dict[str, Any]],
+                     ctx: FactorContext) -> list[dict[str, Any]]:
+    """Linked notes listed beside the results exist: a vanished one is left out, and any
+    changed one is re-indexed for the next search."""
+    stale = check_for(vault).stale(str(vault.root), [e["path"] for e in expansion])
+    if not stale:
+        return expansion
+    done, warning = refresh_stale(vault, stale)
+    ctx.freshness.reindexed += done
+    if warning:
+        ctx.warnings.append(warning)
+    root = str(vault.root)
+    gone = {p for p in stale if not os.path.isfile(os.path.join(root, p))}
+    return [e for e in expansion if e["path"] not in gone]
 
 
 def _check_query(query: str, limit: int) -> None:
@@ -204,11 +242,38 @@ def _ranked(vault: Vault, query: str, opts: SearchSettings, *, include_archived:
             now: datetime | None, candidates: int) -> tuple[list[BlockHit], FactorContext]:
     allowed = _excluder(vault, include_archived, prefix=prefix, layers=layers)
     strict = bool(prefix or layers)
-    hits = hybrid_candidates(
-        vault, query, fusion=opts.fusion, vector_weight=opts.vector_weight, rrf_k=opts.rrf_k,
-        candidates=candidates, query_rewrite=query_rewrite, allowed_path=allowed,
-        # An exclusion-only filter (hidden layers, archived) drops few candidates.
-        vector_overfetch=4.0 if strict else 1.5)
+    vault.ready()
+    tokens = tokenize(query)
+
+    def candidates_of() -> tuple[list[BlockHit], QueryEvidence]:
+        ev = gather(vault, query, tokens, opts)
+        extra = [*extra_block_ids(vault, [p for p in ev.paths() if allowed(p)]), *ev.phrases]
+        found = hybrid_candidates(
+            vault, query, fusion=opts.fusion, vector_weight=opts.vector_weight,
+            rrf_k=opts.rrf_k, candidates=candidates, query_rewrite=query_rewrite,
+            allowed_path=allowed,
+            # An exclusion-only filter (hidden layers, archived) drops few candidates.
+            vector_overfetch=4.0 if strict else 1.5, tokens=tokens, extra_ids=extra)
+        return found, ev
+
+    hits, evidence = candidates_of()
+    # Never stale (DESIGN §7): a candidate whose file changed or vanished since it was
+    # indexed is re-indexed and the search runs again; if that fails, it is left out.
+    check = check_for(vault)
+    freshness = IndexFreshness()
+    warnings: list[str] = []
+    stale = check.stale(str(vault.root), {h.path for h in hits})
+    if stale:
+        done, warning = refresh_stale(vault, stale)
+        if done:
+            freshness.reindexed = done
+            hits, evidence = candidates_of()
+        else:
+            gone = set(stale)
+            hits = [h for h in hits if h.path not in gone]
+            evidence.forget(gone)
+            freshness.dropped = stale
+            warnings.append(warning or "")
     catalog = catalog_for(vault)
     catalog.sync()
     communities = vault.signals.communities() if opts.use_community else None
@@ -216,13 +281,14 @@ def _ranked(vault: Vault, query: str, opts: SearchSettings, *, include_archived:
     ctx = FactorContext(
         options=opts, graph=vault.graph, catalog=catalog, now=now or utc_now(),
         communities=communities, seed_communities=seed_communities(seeds, communities),
-        last_hits=vault.signals.last_hits() if opts.use_recency else None)
+        last_hits=vault.signals.last_hits() if opts.use_recency else None,
+        evidence=evidence, tokens=tokens, freshness=freshness, warnings=warnings)
     per_path: dict[str, dict[str, float]] = {}
     for hit in hits:
         f = per_path.get(hit.path)
         if f is None:
             f = per_path[hit.path] = node_factors(ctx, hit.path)
         hit.factors = f
-        hit.score = combine(hit.base, f)
-    hits.sort(key=lambda h: (-h.score, h.path, h.start_line))
+        hit.score = combine(evidence.boosted(hit, opts), f)
+    hits.sort(key=lambda h: (-evidence.tier(h.path), -h.score, h.path, h.start_line))
     return hits, ctx

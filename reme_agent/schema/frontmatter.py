@@ -6,11 +6,14 @@ the conditional fields) is `validate_schema`'s job, because the distiller writes
 then fixes what `lint_schema` reports.
 
 Decisions where DESIGN is silent:
-- "Knowledge and daily notes" means every Markdown file under `knowledge/` and the daily
-  summary notes `daily/<date>/<slug>/<slug>.md`; sibling materials in a daily folder are raw
-  and are checked for key types only.
+- How strict a note is checked is a per-folder setting (`lint.strictness`, longest prefix
+  wins). By default the notes the jobs write (`knowledge/<slug>/<slug>.md`,
+  `daily/<date>/<slug>/<slug>.md`) are strict: the four axes and the conditional rules
+  (`status`, `confidence`, `originSessionId`). Every other note (hand-kept notes beside
+  them, sibling materials, an Obsidian vault's own notes) is relaxed: only the types and
+  values of the keys it has are checked, so a person's vault is not flooded with "missing
+  lifecycle".
 - `title` is not required (a note without one shows its first H1 or file name).
-- The conditional rules (`status`, `confidence`, `originSessionId`) apply to every note.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from reme_agent.config import LintSettings
 from reme_agent.schema.layout import KNOWLEDGE, parse_daily_path
 
 Lifecycle = Literal["streaming", "evolving", "frozen"]
@@ -41,6 +45,7 @@ AXES: dict[str, tuple[str, ...]] = {
 STATUSES: tuple[str, ...] = get_args(Status)
 CONFIDENCES: tuple[str, ...] = get_args(Confidence)
 NOTE_SUFFIXES = (".md", ".markdown")
+DEFAULT_STRICTNESS: dict[str, str] = dict(LintSettings().strictness)
 
 
 class Frontmatter(BaseModel):
@@ -123,23 +128,50 @@ def _message(err: Any, frontmatter: Mapping[str, Any]) -> str:
     return f"{key}: {detail} (got {got!r})"
 
 
-def requires_axes(path: str) -> bool:
-    """Knowledge notes and daily summary notes must carry the four axes."""
+def in_job_layout(path: str) -> bool:
+    """The notes the jobs write: knowledge/<slug>/<slug>.md and daily/<date>/<slug>/<slug>.md."""
     if not path.lower().endswith(NOTE_SUFFIXES):
         return False
-    return PurePosixPath(path).parts[0] == KNOWLEDGE or parse_daily_path(path) is not None
+    parts = PurePosixPath(path).parts
+    if len(parts) == 3 and parts[0] == KNOWLEDGE and PurePosixPath(parts[2]).stem == parts[1]:
+        return True
+    return parse_daily_path(path) is not None
 
 
-def validate_schema(path: str, frontmatter: Mapping[str, Any]) -> list[str]:
-    """Every DESIGN §3 violation of one note, as messages a model can act on."""
+def _under(path: str, prefix: str) -> bool:
+    p, pre = path.casefold(), prefix.strip().casefold()
+    if not pre:
+        return True
+    return p.startswith(pre) if pre.endswith("/") else p == pre or p.startswith(pre + "/")
+
+
+def schema_level(path: str, strictness: Mapping[str, str] | None = None) -> str:
+    """"strict", "relaxed" or "off" for one note: the longest matching folder prefix of
+    `strictness` (`lint.strictness`) wins; "layout" is strict for the notes in the job
+    layout and relaxed for hand-kept notes beside them."""
+    table = DEFAULT_STRICTNESS if strictness is None else strictness
+    best = max((pre for pre in table if _under(path, pre)), key=len, default=None)
+    level = table[best] if best is not None else "relaxed"
+    if level == "layout":
+        return "strict" if in_job_layout(path) else "relaxed"
+    return level if level in ("strict", "relaxed", "off") else "relaxed"
+
+
+def validate_schema(path: str, frontmatter: Mapping[str, Any],
+                    strictness: Mapping[str, str] | None = None) -> list[str]:
+    """Every DESIGN §3 violation of one note at its strictness level (`schema_level`), as
+    messages a model can act on: strict = types + the four axes + the conditional keys;
+    relaxed = types and values of the keys present; off = nothing."""
+    level = schema_level(path, strictness)
+    if level == "off":
+        return []
     errors = type_errors(frontmatter)
-    if not isinstance(frontmatter, Mapping):
+    if not isinstance(frontmatter, Mapping) or level != "strict":
         return errors
     fm = dict(frontmatter)
-    if requires_axes(path):
-        for axis, values in AXES.items():
-            if fm.get(axis) is None:
-                errors.append(f"missing required key '{axis}' (one of {', '.join(values)})")
+    for axis, values in AXES.items():
+        if fm.get(axis) is None:
+            errors.append(f"missing required key '{axis}' (one of {', '.join(values)})")
     errors += conditional_errors(fm)
     return errors
 

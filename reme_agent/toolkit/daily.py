@@ -1,26 +1,52 @@
 """Daily tools: daily_read, daily_list, daily_write, daily_status (L4, DESIGN §2-§3).
 
-A daily workspace is `daily/<YYYY-MM-DD>/<slug>/`: the summary note `<slug>.md` plus any
-sibling materials. `daily_write` upserts the summary note with the default streaming
-frontmatter; `daily_status` moves `status` one step along active -> distilled -> archived.
+Two layouts, both supported (`schema.obsidian.detect_daily_layout` decides which one a
+vault *writes*; both are always read and listed):
+
+- reme-agent's workspaces: `daily/<YYYY-MM-DD>/<slug>/`, the summary note `<slug>.md` plus
+  any sibling materials; `daily_write` upserts the summary note.
+- Obsidian day notes: one note per day (`daily/2026-11-30.md`, or the folder and moment.js
+  format of `.obsidian/daily-notes.json`). When a vault uses them, `daily_write` never
+  starts a second, parallel `daily/<date>/<slug>/` system: it writes a section into the
+  day's note, under the heading ``# <slug>`` (created at the end of the note when missing,
+  after the template's text for a new day note), with the same CAS and E-1 rules; "append"
+  adds to that section, "replace" replaces only that section.
+
+`daily_status` moves `status` one step along active -> distilled -> archived. For an
+Obsidian day note the status is the day note's own frontmatter `status` (one per day, as
+the distiller distills a path): a distilled day note takes no new sections.
 
 Decisions: only an active note takes new content (a distilled or archived one is history;
-start a new slug); a note without `status` counts as active.
+start a new slug); a note without `status` counts as active. New notes get the streaming
+frontmatter (lifecycle, scope, source, role, status, created, updated); in an existing
+person-kept day note only the keys a write changes are touched (`engine.fmedit`).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
-from reme_agent.engine.parser import dump_note, split_note
+from reme_agent.engine.fmedit import edit_frontmatter
+from reme_agent.engine.parser import NoteParts, dump_note, normalize_eol, restore_eol, split_note
 from reme_agent.engine.view import note_meta
-from reme_agent.errors import InvalidArgument, StampChanged
+from reme_agent.errors import InvalidArgument, NoteExists, ReMeError, StampChanged
+from reme_agent.schema.daynotes import section_body, section_names, with_section
 from reme_agent.schema.frontmatter import status_move_error
 from reme_agent.schema.layout import DAILY, daily_path, is_slug, parse_daily_path, slugify
+from reme_agent.schema.obsidian import DailyNotesLayout, detect_daily_layout, format_date
 from reme_agent.toolkit.common import now_iso, parse_day
-from reme_agent.toolkit.notes import check_write, edit_properties, ends_nl, written
+from reme_agent.toolkit.naming import note_path
+from reme_agent.toolkit.notes import (
+    check_write,
+    create_note,
+    edit_properties,
+    ends_nl,
+    restyled,
+    written,
+)
 from reme_agent.toolkit.results import ToolResult, tool
 
 if TYPE_CHECKING:
@@ -39,7 +65,8 @@ def daily_write(vault: Vault, slug: str, body: str, date: str | None = None,
 
     A new note gets the default frontmatter (lifecycle streaming, scope instance, source
     auto, role observation, status active, created/updated). An existing active note gets
-    the body appended (or replaced) and `updated` refreshed.
+    the body appended (or replaced) and `updated` refreshed. In a vault with Obsidian day
+    notes (daily/<date>.md) the body goes into the day's note, under the heading "# <slug>".
 
     Args:
         slug: Kebab-case topic name, e.g. "search-tuning" or "项目x-重构".
@@ -64,18 +91,30 @@ def daily_write(vault: Vault, slug: str, body: str, date: str | None = None,
     if bad:
         raise InvalidArgument(f"`properties` may not set {', '.join(bad)}.",
                               "lifecycle is always streaming; change status with daily_status.")
-    path = daily_path(day, slug)
+    layout = daily_layout(vault)
+    path = daily_path(day, slug) if layout is None else layout.path_of(day)
     new = {"title": title, "description": description, "tags": tags,
            "originSessionId": origin_session_id, **extra}
     created: list[bool] = []
 
     def edit(text: str | None) -> str:
-        new_text = _new_note(slug, body, new) if text is None else \
-            _appended(path, text, body, new, mode)
+        if layout is not None:
+            new_text = _day_note_write(vault, layout, path, text, slug, body, new, mode)
+        else:
+            new_text = _new_note(slug, body, new) if text is None else \
+                _appended(path, text, body, new, mode)
+        new_text = restyled(vault, path, text, new_text)
         check_write(vault, path, text, new_text)
         created[:] = [text is None]
         return new_text
 
+    if stamp is None and not vault.store.exists(path):
+        new_text = edit(None)
+        try:  # a new name may make other links ambiguous: `create_note` rewrites them too
+            return written(vault, path, create_note(vault, path, new_text), new_text,
+                           created=True)
+        except NoteExists:
+            pass  # created meanwhile by another writer: updated below instead
     # One CAS edit: a note created meanwhile by another writer is updated instead.
     done = vault.store.cas_edit(path, edit, stamp=stamp, create=True)
     assert done.stamp is not None and done.text is not None
@@ -92,17 +131,20 @@ def daily_read(vault: Vault, path: str) -> ToolResult:
     """Read one daily workspace: its summary note and the list of sibling materials.
 
     Args:
-        path: The summary note or its folder, e.g. "daily/2026-11-28/search-tuning".
+        path: The summary note or its folder, e.g. "daily/2026-11-28/search-tuning", or an
+            Obsidian day note, e.g. "daily/2026-11-30.md" (or just "2026-11-30").
     """
-    note = summary_path(path)
+    note, day_note = _daily_note(vault, path)
     text, stamp = vault.store.read_stamped(note)
     parts = split_note(text, note)
     folder = PurePosixPath(note).parent.as_posix()
-    materials = [{"path": p, "size": vault.store.stat(p).size}
-                 for p in vault.store.list(folder) if p != note]
+    materials = [] if day_note else [{"path": p, "size": vault.store.stat(p).size}
+                                     for p in vault.store.list(folder) if p != note]
     data = {"path": note, "stamp": stamp, "frontmatter": parts.frontmatter, "body": parts.body,
             "text": text, "materials": materials,
             "parse_error": str(parts.error) if parts.error else None}
+    if day_note:
+        data |= {"layout": "obsidian", "sections": section_names(normalize_eol(parts.body))}
     listing = "\n".join(f"  {m['path']} ({m['size']} bytes)" for m in materials) or "  (none)"
     return ToolResult(data, f"[{note} | stamp {stamp}]\n{text}\n\nMaterials:\n{listing}")
 
@@ -111,7 +153,7 @@ def daily_read(vault: Vault, path: str) -> ToolResult:
 def daily_list(vault: Vault, start: str | None = None, end: str | None = None,
                status: Literal["active", "distilled", "archived"] | None = None,
                limit: int = 200) -> ToolResult:
-    """List daily notes by date range and status, oldest first.
+    """List daily notes by date range and status, oldest first (Obsidian day notes too).
 
     Args:
         start: First day (YYYY-MM-DD, inclusive); omit for no lower bound.
@@ -127,13 +169,15 @@ def daily_list(vault: Vault, start: str | None = None, end: str | None = None,
         raise InvalidArgument(f"limit must be between 1 and 5000, got {limit}.")
     rows = vault.index_rows()
     items = []
-    for note in _daily_notes(vault, lo, hi):
+    for day, slug, note in _daily_notes(vault, lo, hi):
         fm = note_meta(vault.store, note, rows.get(note)).frontmatter
         st = fm.get("status") or "active"
         if status is None or st == status:
-            day, slug = parse_daily_path(note) or ("", "")
-            items.append({"path": note, "date": day, "slug": slug, "status": st,
-                          "title": fm.get("title") or slug, "description": fm.get("description")})
+            item = {"path": note, "date": day, "slug": slug, "status": st,
+                    "title": fm.get("title") or slug or PurePosixPath(note).stem,
+                    "description": fm.get("description")}
+            items.append(item if slug else item | {"layout": "obsidian"})
+    items.sort(key=lambda i: (i["date"], i["path"]))
     shown = items[:limit]
     text = "\n".join(f"{i['date']} [{i['status']}] {i['path']} — {i['title']}" for i in shown)
     return ToolResult({"count": len(items), "truncated": len(items) > limit, "notes": shown},
@@ -146,14 +190,16 @@ def daily_status(vault: Vault, path: str,
                  stamp: str | None = None) -> ToolResult:
     """Move a daily note's status one step forward: active -> distilled -> archived.
 
-    Moving back or skipping a step is refused.
+    Moving back or skipping a step is refused. An Obsidian day note has one status for the
+    whole day (its frontmatter `status`).
 
     Args:
-        path: The summary note or its folder, e.g. "daily/2026-11-28/search-tuning".
+        path: The summary note or its folder, e.g. "daily/2026-11-28/search-tuning", or an
+            Obsidian day note, e.g. "daily/2026-11-30.md".
         status: The new status.
         stamp: Optional stamp from `read`; refused if the note changed since.
     """
-    note = summary_path(path)
+    note, _ = _daily_note(vault, path)
     text, stamp_now = vault.store.read_stamped(note)
     if stamp is not None and stamp != stamp_now:
         raise StampChanged(note, stamp, stamp_now)
@@ -189,12 +235,58 @@ def summary_path(path: str) -> str:
     return raw
 
 
-def _daily_notes(vault: Vault, lo: _dt.date | None, hi: _dt.date | None) -> list[str]:
-    root = vault.root / DAILY
-    if not root.is_dir():
-        return []
+def daily_write_path(vault: Vault, date: str, slug: str) -> str:
+    """The note `daily_write` writes for (date, slug): the workspace note, or the Obsidian
+    day note its section goes into (ValueError for a bad date)."""
+    layout = daily_layout(vault)
+    if layout is None:
+        return daily_path(date, slug)
+    return layout.path_of(_dt.date.fromisoformat(date))
+
+
+def entry_body(vault: Vault, path: str, text: str, slug: str | None) -> str:
+    """What a task's daily entry holds now: a workspace note's body, or (in an Obsidian day
+    note) the content of its ``# <slug>`` section ("" when there is none yet)."""
+    body = split_note(text, path).body
+    if parse_daily_path(path) is not None or not slug or not is_daily_note(vault, path):
+        return body
+    return section_body(normalize_eol(body), slug) or ""
+
+
+def daily_layout(vault: Vault) -> DailyNotesLayout | None:
+    """The Obsidian day-note layout this vault writes, or None (reme-agent workspaces)."""
+    return detect_daily_layout(vault.root)
+
+
+def _daily_note(vault: Vault, path: str) -> tuple[str, bool]:
+    """(summary note or day note, is an Obsidian day note) for a daily tool's `path`."""
+    try:
+        return summary_path(path), False
+    except InvalidArgument:
+        pass
+    layout = daily_layout(vault) or DailyNotesLayout("daily")
+    note = note_path(vault, path)
+    if layout.date_of(note) is not None or DailyNotesLayout("daily").date_of(note) is not None:
+        return note, True
+    raise InvalidArgument(f"{path!r} is not a daily note.",
+                          "Use daily/<YYYY-MM-DD>/<slug> (or its <slug>.md), an Obsidian day "
+                          "note such as daily/2026-11-30.md, or see daily_list.")
+
+
+def is_daily_note(vault: Vault, path: str) -> bool:
+    """A daily summary note or an Obsidian day note (what the synchronizer may write)."""
+    if parse_daily_path(path) is not None:
+        return True
+    layout = daily_layout(vault)
+    return layout is not None and layout.date_of(path) is not None
+
+
+def _daily_notes(vault: Vault, lo: _dt.date | None,
+                 hi: _dt.date | None) -> list[tuple[str, str, str]]:
+    """(date, slug or "", path) of every daily note in range: workspaces and day notes."""
     out = []
-    for day_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+    root = vault.root / DAILY
+    for day_dir in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
         try:
             day = _dt.date.fromisoformat(day_dir.name)
         except ValueError:
@@ -203,15 +295,28 @@ def _daily_notes(vault: Vault, lo: _dt.date | None, hi: _dt.date | None) -> list
             continue
         for slug_dir in sorted(p for p in day_dir.iterdir() if p.is_dir()):
             if (slug_dir / f"{slug_dir.name}.md").is_file():
-                out.append(f"{DAILY}/{day_dir.name}/{slug_dir.name}/{slug_dir.name}.md")
+                out.append((day_dir.name, slug_dir.name,
+                            f"{DAILY}/{day_dir.name}/{slug_dir.name}/{slug_dir.name}.md"))
+    layouts = {DailyNotesLayout(DAILY)}  # daily/<date>.md is a day note in every vault
+    if (found := daily_layout(vault)) is not None:
+        layouts.add(DailyNotesLayout(found.folder, found.format))
+    seen = {path for _, _, path in out}
+    for layout in layouts:
+        if layout.folder and not vault.store.is_dir(layout.folder):
+            continue
+        for path in vault.store.list(layout.folder, recursive="/" in layout.format):
+            day = layout.date_of(path)
+            if day is None or path in seen or (lo and day < lo) or (hi and day > hi):
+                continue
+            seen.add(path)
+            out.append((day.isoformat(), "", path))
     return out
 
 
-def _new_note(slug: str, body: str, new: dict[str, Any]) -> str:
-    """A new daily note: default streaming frontmatter, an H1 if the body has none."""
+def _default_frontmatter(new: dict[str, Any], title: str | None) -> dict[str, Any]:
+    """The streaming frontmatter of a new daily note (title first when given)."""
     now = now_iso()
-    title = new.get("title") or slug
-    fm: dict[str, Any] = {"title": title}
+    fm: dict[str, Any] = {"title": title} if title else {}
     fm |= {k: new[k] for k in ("description", "tags") if new.get(k)}
     fm |= {"lifecycle": "streaming", "scope": "instance", "source": "auto",
            "role": "observation", "status": "active", "created": now, "updated": now}
@@ -219,6 +324,13 @@ def _new_note(slug: str, body: str, new: dict[str, Any]) -> str:
         fm["originSessionId"] = new["originSessionId"]
     fm |= {k: v for k, v in new.items() if k not in fm and k not in
            ("title", "description", "tags", "originSessionId")}
+    return fm
+
+
+def _new_note(slug: str, body: str, new: dict[str, Any]) -> str:
+    """A new daily note: default streaming frontmatter, an H1 if the body has none."""
+    title = new.get("title") or slug
+    fm = _default_frontmatter(new, title)
     text = body.strip("\n")
     if not text.lstrip().startswith("# "):
         text = f"# {title}\n\n{text}"
@@ -226,26 +338,82 @@ def _new_note(slug: str, body: str, new: dict[str, Any]) -> str:
 
 
 def _appended(path: str, text: str, body: str, new: dict[str, Any], mode: str) -> str:
-    """The active note `text` with `body` appended (or replacing it) and `updated` bumped."""
+    """The active note `text` with `body` appended (or replacing it) and `updated` bumped;
+    only the frontmatter lines of the keys that change are rewritten, and the note keeps
+    its line ending."""
+    parts, changes = _update_of(path, text, new, day_note=False)
+    old_body = normalize_eol(parts.body)
+    merged = body if mode == "replace" else old_body.rstrip("\n") + "\n\n" + body.strip("\n") + "\n"
+    new_body = restore_eol(ends_nl(normalize_eol(merged)), parts.eol)
+    return edit_frontmatter(parts.head + new_body, changes, path=path)
+
+
+# -- Obsidian day notes ---------------------------------------------------------------------
+def _update_of(path: str, text: str, new: dict[str, Any], *,
+               day_note: bool) -> tuple[NoteParts, dict[str, Any]]:
+    """(the note cut, the frontmatter changes) of a write into an existing active daily
+    note: `updated` bumped, tags added, the first session id kept, extra keys set; a
+    workspace note also takes a new title/description (a day note has no per-task title)."""
     parts = split_note(text, path)
     fm = parts.frontmatter
     if parts.error:
         raise InvalidArgument(f"{path!r} has malformed frontmatter: {parts.error}",
-                              "Fix it with `write` (text=...) first.")
+                              "Fix it in an editor (or with `write` text=...) first.")
     if (fm.get("status") or "active") != "active":
+        if day_note:
+            raise InvalidArgument(f"The day note {path!r} is {fm['status']}; only an active "
+                                  "day note takes new sections.", "Write to another date.")
         raise InvalidArgument(f"{path!r} is {fm['status']}; only active daily notes take new "
                               "content.", "Write to a new slug (e.g. add '-2') or another date.")
-    fm = dict(fm)
-    for key in ("title", "description"):
-        if new.get(key):
-            fm[key] = new[key]
+    changes: dict[str, Any] = {} if day_note else \
+        {k: new[k] for k in ("title", "description") if new.get(k)}
     if new.get("tags"):
         old_tags = fm.get("tags") if isinstance(fm.get("tags"), list) else []
-        fm["tags"] = list(dict.fromkeys([*old_tags, *new["tags"]]))
+        changes["tags"] = list(dict.fromkeys([*old_tags, *new["tags"]]))
     if new.get("originSessionId") and not fm.get("originSessionId"):
-        fm["originSessionId"] = new["originSessionId"]
-    fm |= {k: v for k, v in new.items() if k not in
-           ("title", "description", "tags", "originSessionId")}
-    fm["updated"] = now_iso()
-    merged = body if mode == "replace" else parts.body.rstrip("\n") + "\n\n" + body.strip("\n") + "\n"
-    return dump_note(fm, ends_nl(merged))
+        changes["originSessionId"] = new["originSessionId"]
+    changes |= {k: v for k, v in new.items() if k not in
+                ("title", "description", "tags", "originSessionId")}
+    changes["updated"] = now_iso()
+    return parts, changes
+
+
+def _day_note_write(vault: Vault, layout: DailyNotesLayout, path: str, text: str | None,
+                    slug: str, body: str, new: dict[str, Any], mode: str) -> str:
+    """The day note's new text with `body` in its ``# <slug>`` section (see the module doc)."""
+    if text is None:
+        start = _template_text(vault, layout, path)
+        parts = split_note(start, path)
+        fm = _default_frontmatter(new, title=None)
+        merged = with_section(normalize_eol(parts.body), slug, body, mode)
+        return edit_frontmatter(parts.head + restore_eol(merged, parts.eol),
+                                {k: v for k, v in fm.items() if k not in parts.frontmatter},
+                                path=path)
+    parts, changes = _update_of(path, text, new, day_note=True)
+    merged = with_section(normalize_eol(parts.body), slug, body, mode)
+    return edit_frontmatter(parts.head + restore_eol(merged, parts.eol), changes, path=path)
+
+
+def _template_text(vault: Vault, layout: DailyNotesLayout, path: str) -> str:
+    """The text a new day note starts with: Obsidian's template (``{{date}}``, ``{{time}}``,
+    ``{{title}}`` and ``{{date:FORMAT}}`` filled in, as Obsidian does), else nothing."""
+    if not layout.template:
+        return ""
+    name = layout.template if layout.template.lower().endswith(".md") else layout.template + ".md"
+    try:
+        raw = vault.store.read_text(name)
+    except ReMeError:
+        return ""  # a missing or unreadable template: Obsidian starts an empty note too
+    day = layout.date_of(path) or _dt.date.today()
+    now = _dt.datetime.now()
+
+    def fill(match: re.Match[str]) -> str:
+        kind, fmt = match.group(1), match.group(2)
+        if kind == "title":
+            return PurePosixPath(path).stem
+        moment = day if kind == "date" else now
+        if fmt:
+            return format_date(fmt, moment if isinstance(moment, _dt.date) else day)
+        return format_date(layout.format, day) if kind == "date" else now.strftime("%H:%M")
+
+    return re.sub(r"\{\{\s*(date|time|title)\s*(?::([^}]*))?\}\}", fill, raw)

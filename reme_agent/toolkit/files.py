@@ -1,9 +1,10 @@
 """File tools: move, copy, delete, upload, download (L4).
 
-`move` keeps the graph intact: every link anywhere in the vault that resolved to the moved
-file is rewritten to its new full path, and a link to another file whose meaning the move
-would change (a short name that becomes ambiguous, a relative link inside the moved note) is
-rewritten to that file's full path; alias, anchor and predicate bytes are kept
+`move` keeps the graph intact: every link anywhere in the vault whose meaning the move would
+change (a link to the moved file that no longer names it, a short name that becomes
+ambiguous, a relative link inside the moved note) is rewritten, each in the style it was
+written (a name stays a name, a path stays a path; `engine.linkstyle.keep_style`); shown
+text, anchor and predicate bytes are kept, and a link that still resolves is not touched
 (`engine.retarget.plan_move`). It is all-or-nothing (DESIGN §5, `engine.transaction`):
 every stamp is checked first, an intent journal is written, then all files are written and
 the file is moved; if any step fails, what was written is restored byte for byte, and a
@@ -32,6 +33,7 @@ from reme_agent.errors import (
 )
 from reme_agent.schema.layout import RESOURCE, layer_of
 from reme_agent.toolkit.common import is_note
+from reme_agent.toolkit.naming import note_path
 from reme_agent.toolkit.policy import (
     check_change,
     check_destination_folder,
@@ -49,13 +51,15 @@ if TYPE_CHECKING:
 def move(vault: Vault, src: str, dst: str) -> ToolResult:
     """Move or rename a file and rewrite every link to it, all or nothing.
 
-    Links keep their alias and predicate; they are rewritten to the new full path.
+    Each link to it keeps its style (a [[Name]] link names the new file, a path link gets
+    the new path), its shown text and predicate; links that still resolve are not touched.
 
     Args:
-        src: Current vault-relative path, e.g. "knowledge/rrf/rrf.md".
+        src: Current vault-relative path, e.g. "knowledge/rrf/rrf.md", or the note's name as
+            in a [[link]].
         dst: New vault-relative path, e.g. "knowledge/reciprocal-rank-fusion/reciprocal-rank-fusion.md".
     """
-    s, d = vault.store.normalize(src), vault.store.normalize(dst)
+    s, d = note_path(vault, src), vault.store.normalize(dst)
     if s == d:
         raise InvalidArgument(f"src and dst are the same path {s!r}.")
     if not vault.store.exists(s):
@@ -68,7 +72,7 @@ def move(vault: Vault, src: str, dst: str) -> ToolResult:
     if kind == "note":
         check_link_safe_name(d, "move")
     tx = Transaction(vault.store)
-    links = plan_move(tx, vault.view(), s, d, relink_all=True)
+    links = plan_move(tx, vault.view(), s, d, alias_bare=False)
     tx.commit()   # every stamp checked, journalled, all or nothing (DESIGN §5)
     warning = vault.try_refresh([s, d, *links])
     rewritten = [{"path": p, "links": n} for p, n in links.items()]
@@ -87,12 +91,12 @@ def copy(vault: Vault, src: str, dst: str, overwrite: bool = False,
     `read` (or `stat`) gave for dst; a note's existing [[links]] must survive the copy.
 
     Args:
-        src: Vault-relative path of the file to copy.
+        src: Vault-relative path of the file to copy, or a note's name as in a [[link]].
         dst: Vault-relative path of the copy.
         overwrite: Replace dst if it already exists (needs `stamp`).
         stamp: The stamp of dst from `read`/`stat`; required to replace an existing file.
     """
-    s, d = vault.store.normalize(src), vault.store.normalize(dst)
+    s, d = note_path(vault, src), vault.store.normalize(dst)
     if s == d:
         raise InvalidArgument(f"src and dst are the same path {s!r}.")
     if not vault.store.exists(s):
@@ -105,11 +109,11 @@ def copy(vault: Vault, src: str, dst: str, overwrite: bool = False,
         raise InvalidArgument(f"Refused to replace {d!r} without its stamp.",
                               f"Read {d!r} first and pass its stamp with overwrite=true.")
     if kind == "note":
-        from reme_agent.toolkit.notes import write_note  # a rewrite obeys E-1 and the stamp
+        from reme_agent.toolkit.notes import put_note  # a rewrite obeys E-1 and the stamp
 
         if not exists:
             check_link_safe_name(d, "copy")
-        wrote = write_note(vault, d, text=vault.store.read_text(s), overwrite=exists,
+        wrote = put_note(vault, d, text=vault.store.read_text(s), overwrite=exists,
                            stamp=stamp)
         new_stamp, warning = wrote.data["stamp"], wrote.data["warning"]
     else:
@@ -126,10 +130,10 @@ def delete(vault: Vault, path: str, stamp: str | None = None) -> ToolResult:
     """Delete a file. Only when the user asked for it; reports the links left dangling.
 
     Args:
-        path: Vault-relative path of the file to delete.
+        path: Vault-relative path of the file to delete, or a note's name as in a [[link]].
         stamp: Optional stamp from `read`; the delete is refused if the file changed since.
     """
-    norm = vault.store.normalize(path)
+    norm = note_path(vault, path)
     check_change(vault, norm, "delete", exists=True)
     if not vault.store.exists(norm):
         raise NoteNotFound(norm, vault.store.suggest(norm))
@@ -187,10 +191,12 @@ def download(vault: Vault, path: str, local_path: str, overwrite: bool = False) 
     """Copy a vault file to a local path (only into folders allowed by toolkit.download_dirs).
 
     Args:
-        path: Vault-relative path of the file, e.g. "knowledge/bm25/bm25.md".
+        path: Vault-relative path of the file, e.g. "knowledge/bm25/bm25.md", or a note's
+            name as in a [[link]].
         local_path: Local destination file path, e.g. "/home/me/export/bm25.md".
         overwrite: Replace the local file if it exists.
     """
+    path = note_path(vault, path)
     data = vault.store.read_bytes(path)
     target = _inside(Path(local_path), vault.settings.toolkit.download_dirs, "download",
                      "toolkit.download_dirs")

@@ -1,4 +1,6 @@
-"""Lint tools: lint_dangling, lint_orphans, lint_collisions, lint_schema (L4). None rewrites.
+"""Lint tools: lint_dangling, lint_orphans, lint_collisions, lint_schema, lint_alias_links (L4).
+
+None rewrites; `fix_alias_links` (run by `reme-agent lint --fix`) applies the one safe fix.
 
 All four read the files as they are now (`vault.view()`), not the possibly stale index.
 
@@ -10,6 +12,12 @@ Definitions:
 - collision: one short name (file name without .md, alias or title) shared by several
   files, so a short `[[name]]` link cannot be resolved; `links` lists the links that are
   dangling today because of it.
+- alias link: a link reme-agent resolves but Obsidian does not (DESIGN §4): through an
+  `aliases:` entry or a `title:` (`[[Wang Fang]]` for `people/王芳.md`; Obsidian uses aliases
+  only to *suggest* links), or through a folder note (`[[knowledge/bm25]]` for
+  `knowledge/bm25/bm25.md`). The fix names the file and keeps the text as shown text,
+  `[[王芳|Wang Fang]]`: same target, same sentence, now resolved in Obsidian too.
+- schema: at the note's strictness level (`lint.strictness`, `schema.frontmatter`).
 """
 
 from __future__ import annotations
@@ -19,9 +27,14 @@ from collections import defaultdict
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from reme_agent.engine.links import Link, LinkResolver, NewTarget, missing_edges, rewrite_targets
+from reme_agent.engine.linkstyle import link_target
 from reme_agent.engine.names import note_aliases
+from reme_agent.engine.parser import on_lf, split_note
+from reme_agent.engine.retarget import OBSIDIAN_TIERS
 from reme_agent.engine.view import VaultView
-from reme_agent.schema.frontmatter import NOTE_SUFFIXES, validate_schema
+from reme_agent.errors import ConservationViolation
+from reme_agent.schema.frontmatter import NOTE_SUFFIXES, schema_level, validate_schema
 from reme_agent.schema.layout import KNOWLEDGE
 from reme_agent.toolkit.common import in_folder, norm_folder
 from reme_agent.toolkit.results import ToolResult, tool
@@ -112,25 +125,111 @@ def lint_collisions(vault: Vault, folder: str = "") -> ToolResult:
 def lint_schema(vault: Vault, folder: str = "") -> ToolResult:
     """Frontmatter problems: missing axes, status/confidence/originSessionId rules, bad types.
 
-    Reports only; fix the notes with property_update.
+    Notes the jobs write are checked strictly; hand-kept notes only for the types and values
+    of the keys they have (per folder: the lint.strictness setting). Reports only; fix the
+    notes with property_update.
 
     Args:
         folder: Only check notes under this folder, e.g. "knowledge"; "" for the whole vault.
     """
     base = norm_folder(vault, folder)
+    strictness = vault.settings.lint.strictness
     checked = 0
     items = []
     for path, meta in sorted(vault.view().notes.items()):
         if not in_folder(path, base) or not path.lower().endswith(NOTE_SUFFIXES):
             continue
+        if schema_level(path, strictness) == "off":
+            continue
         checked += 1
         errors = ([f"frontmatter is not valid YAML: {meta.error}"] if meta.error else []) \
-            + validate_schema(path, meta.frontmatter)
+            + validate_schema(path, meta.frontmatter, strictness)
         if errors:
             items.append({"path": path, "errors": errors})
     lines = [f"{i['path']}:\n" + "\n".join(f"  - {e}" for e in i["errors"]) for i in items]
     result = _report("notes with schema errors", items, lines)
     return ToolResult(result.data | {"checked": checked}, result.text)
+
+
+@tool
+def lint_alias_links(vault: Vault, folder: str = "") -> ToolResult:
+    """Links only reme-agent resolves (through an alias, a title or a folder note): Obsidian
+    shows them as unresolved. Each comes with its fix, e.g. [[Wang Fang]] -> [[王芳|Wang Fang]]
+    (same target, same shown text); `reme-agent lint --fix` applies them.
+
+    Args:
+        folder: Only check notes under this folder, e.g. "knowledge"; "" for the whole vault.
+    """
+    base = norm_folder(vault, folder)
+    view = vault.view()
+    style = vault.settings.links.style
+    items = []
+    for src, meta in sorted(view.notes.items()):
+        if not in_folder(src, base):
+            continue
+        for link in meta.links:
+            hit, how = view.resolver.resolve_how(link.target, src)
+            if hit is None or how in OBSIDIAN_TIERS:
+                continue
+            via = how if how == "folder_note" else _alias_kind(view, hit, link.target)
+            new = link_target(hit, view.resolver, style, src)
+            items.append({"source": src, "line": link.line, "target": link.target,
+                          "resolves_to": hit, "via": via,
+                          "fix": f"[[{new}|{link.alias or link.target}]]"})
+    lines = [f"{i['source']}:{i['line']} [[{i['target']}]] -> {i['resolves_to']} "
+             f"(by {i['via'].replace('_', ' ')}); fix: {i['fix']}" for i in items]
+    return _report("links Obsidian does not resolve", items, lines)
+
+
+def fix_alias_links(vault: Vault, folder: str = "", dry_run: bool = False) -> ToolResult:
+    """Apply `lint_alias_links`' fixes: each such link names its file, in the vault's link
+    style, and keeps its text as shown text (anchor and predicate kept). Safe and
+    reversible: every link still resolves to the same file (checked, E-1), only the link
+    markup changes, each note under CAS. Returns {count, files: [{path, links}]}."""
+    found = lint_alias_links(vault, folder)["items"]
+    by_source: dict[str, int] = defaultdict(int)
+    for item in found:
+        by_source[item["source"]] += 1
+    style = vault.settings.links.style
+    done: list[dict[str, Any]] = []
+    for source in sorted(by_source):
+        resolver = vault.view().resolver
+
+        def mapping(link: Link, source: str = source, resolver: LinkResolver = resolver
+                    ) -> NewTarget | None:
+            hit, how = resolver.resolve_how(link.target, source)
+            if hit is None or how in OBSIDIAN_TIERS:
+                return None
+            return NewTarget(link_target(hit, resolver, style, source), shown=link.target)
+
+        def edit(text: str, source: str = source, resolver: LinkResolver = resolver,
+                 mapping: Any = mapping) -> str | None:
+            parts = split_note(text, source)
+            body = on_lf(parts.body, parts.eol, lambda b: rewrite_targets(b, mapping))
+            if body == parts.body:
+                return None
+            lost = missing_edges(parts.body, body, lambda t: resolver.resolve(t, source))
+            if lost:  # pragma: no cover - the mapping keeps every target; a bug would show here
+                raise ConservationViolation(source, lost)
+            return parts.head + body
+
+        result = vault.store.cas_edit(source, edit, dry_run=dry_run)
+        if result.status != "unchanged":
+            done.append({"path": source, "links": by_source[source]})
+    if done and not dry_run:
+        vault.try_refresh([d["path"] for d in done])
+    verb = "Would fix" if dry_run else "Fixed"
+    text = f"{verb} {sum(d['links'] for d in done)} link(s) in {len(done)} file(s)" + "".join(
+        f"\n  {d['path']} ({d['links']})" for d in done)
+    return ToolResult({"count": sum(d["links"] for d in done), "files": done}, text)
+
+
+def _alias_kind(view: VaultView, path: str, target: str) -> str:
+    meta = view.notes.get(path)
+    aliases = meta.frontmatter.get("aliases") if meta else None
+    aliases = [aliases] if isinstance(aliases, str) else aliases if isinstance(aliases, list) else []
+    key = target.strip().casefold()
+    return "alias" if any(str(a).strip().casefold() == key for a in aliases) else "title"
 
 
 # -- helpers ------------------------------------------------------------------------------

@@ -9,12 +9,24 @@ Every successful write re-indexes the file so `search` sees it at once.
 from __future__ import annotations
 
 import datetime as _dt
+import logging
 from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from reme_agent.engine.fmedit import edit_frontmatter
 from reme_agent.engine.links import missing_edges
-from reme_agent.engine.parser import dump_note, split_frontmatter, split_note
+from reme_agent.engine.names import note_aliases
+from reme_agent.engine.parser import (
+    dump_note,
+    eol_of,
+    normalize_eol,
+    restore_eol,
+    split_frontmatter,
+    split_note,
+)
+from reme_agent.engine.retarget import retarget
+from reme_agent.engine.transaction import Transaction
 from reme_agent.engine.view import note_meta
 from reme_agent.errors import (
     ConservationViolation,
@@ -23,16 +35,20 @@ from reme_agent.errors import (
     StampChanged,
 )
 from reme_agent.schema.frontmatter import status_move_error, type_errors
+from reme_agent.schema.layout import RESOURCE, is_record, layer_of
 from reme_agent.toolkit.common import (
     is_note,
     norm_folder,
     short,
 )
+from reme_agent.toolkit.naming import note_path, restyle_named_links
 from reme_agent.toolkit.policy import check_change, check_link_safe_name
 from reme_agent.toolkit.results import ToolResult, tool
 
 if TYPE_CHECKING:
     from reme_agent.vault import Vault
+
+log = logging.getLogger("reme_agent.toolkit")
 
 READ_MAX_CHARS = 200_000
 """Most text one `read` returns (~50k tokens): a huge note comes a page at a time."""
@@ -74,14 +90,16 @@ def read_note(vault: Vault, path: str, start_line: int | None = None,
     A very long note comes in pages: the answer then says truncated and gives next_start_line.
 
     Args:
-        path: Vault-relative path, e.g. "knowledge/bm25/bm25.md".
+        path: Vault-relative path, e.g. "knowledge/bm25/bm25.md", or a note name as in a
+            [[link]], e.g. "BM25" or an alias such as "王芳".
         start_line: First line to return (1-based, inclusive); omit for the start.
         end_line: Last line to return (inclusive); omit for the end.
     """
-    text, stamp = vault.store.read_stamped(path)
-    norm = vault.store.normalize(path)
-    lines = text.split("\n")
-    if text.endswith("\n"):
+    norm = note_path(vault, path)
+    text, stamp = vault.store.read_stamped(norm)
+    eol = "\r" if eol_of(text) == "\r" else "\n"  # an old-Mac note has CR lines
+    lines = text.split(eol)
+    if text.endswith(eol):
         lines = lines[:-1]
     first, last = _line_range(start_line, end_line, len(lines))
     whole = first == 1 and last >= len(lines)
@@ -90,6 +108,7 @@ def read_note(vault: Vault, path: str, start_line: int | None = None,
     else:
         wanted = last
         part, last, cut = _page(lines, first, wanted)
+        part = part.replace("\n", eol)
         truncated = cut or last < wanted
     data: dict[str, Any] = {"path": norm, "stamp": stamp, "text": part, "start_line": first,
                             "end_line": last, "total_lines": len(lines)}
@@ -110,9 +129,10 @@ def stat_note(vault: Vault, path: str) -> ToolResult:
     """Size, modification time, stamp, frontmatter and link counts of one file.
 
     Args:
-        path: Vault-relative path, e.g. "knowledge/bm25/bm25.md".
+        path: Vault-relative path, e.g. "knowledge/bm25/bm25.md", or a note name as in a
+            [[link]].
     """
-    st = vault.store.stat(path)
+    st = vault.store.stat(note_path(vault, path))
     view = vault.view()
     meta = view.notes.get(st.path)
     out = meta.links if meta else []
@@ -133,11 +153,11 @@ def property_read(vault: Vault, path: str, keys: list[str] | None = None) -> Too
     """Read frontmatter properties of a note (all of them, or only some keys).
 
     Args:
-        path: Vault-relative path of the note.
+        path: Vault-relative path of the note, or its name as in a [[link]].
         keys: Property names to return; omit for all. Missing keys are listed in "missing".
     """
-    text, stamp = vault.store.read_stamped(path)
-    norm = vault.store.normalize(path)
+    norm = note_path(vault, path)
+    text, stamp = vault.store.read_stamped(norm)
     parts = split_note(text, norm)
     if parts.error:
         raise InvalidArgument(str(parts.error))
@@ -160,15 +180,28 @@ def write_note(vault: Vault, path: str, body: str | None = None,
     Give either `frontmatter` and/or `body`, or the full `text`. When replacing, an omitted
     `frontmatter` keeps the current one and an omitted `body` keeps the current body. A
     replacement must keep every existing [[link]] with its predicate, else it is refused.
+    A link you name by full path ([[knowledge/bm25/bm25.md]]) is stored in the vault's
+    link style ([[bm25]] by default).
 
     Args:
         path: Vault-relative path ending in .md, e.g. "knowledge/bm25/bm25.md".
         body: Markdown body (without the frontmatter).
         frontmatter: Properties as a JSON object, e.g. {"title": "BM25", "role": "concept"}.
         text: The whole file (frontmatter block included); use instead of body/frontmatter.
-        overwrite: Replace the file if it exists; false refuses to touch an existing file.
-        stamp: The stamp `read` returned; the write is refused if the file changed since.
+        overwrite: Replace the file if it exists (needs `stamp`); false refuses to touch an
+            existing file.
+        stamp: The stamp `read` returned; required to replace a file, and the write is
+            refused if the file changed since.
     """
+    return put_note(vault, path, body, frontmatter, text, overwrite, stamp, restyle=True)
+
+
+def put_note(vault: Vault, path: str, body: str | None = None,
+               frontmatter: dict[str, Any] | None = None, text: str | None = None,
+               overwrite: bool = False, stamp: str | None = None, *,
+               restyle: bool = False) -> ToolResult:
+    """`write` (see its docstring); `restyle`: links new in this write that name a note by
+    its full path are written in the vault's link style (`naming.restyle_named_links`)."""
     norm = vault.store.normalize(path)
     if not PurePosixPath(norm).suffix:
         raise InvalidArgument(f"{norm!r} has no file extension.",
@@ -184,9 +217,11 @@ def write_note(vault: Vault, path: str, body: str | None = None,
     current = vault.store.read_stamped(norm) if exists else None
     _check_stamp(norm, current, overwrite, stamp)
     new_text = text if text is not None else _compose(norm, current, body, frontmatter)
+    if restyle:
+        new_text = restyled(vault, norm, current[0] if current else None, new_text)
     _check_text(vault, norm, current[0] if current else None, new_text)
     if current is None:
-        new_stamp = vault.store.create(norm, new_text)
+        new_stamp = create_note(vault, norm, new_text)
     else:
         new_stamp = vault.store.write_if_unchanged(norm, new_text, current[1])
     return written(vault, norm, new_stamp, new_text, created=current is None)
@@ -198,7 +233,7 @@ def property_update(vault: Vault, path: str, properties: dict[str, Any],
     """Set frontmatter properties of a note; the body is kept byte for byte.
 
     Args:
-        path: Vault-relative path of the note.
+        path: Vault-relative path of the note, or its name as in a [[link]].
         properties: Keys and new values as a JSON object, e.g. {"importance": 7}. Other keys
             are kept; use property_delete to remove a key.
         stamp: Optional stamp from `read`; the update is refused if the file changed since.
@@ -213,7 +248,7 @@ def property_delete(vault: Vault, path: str, keys: list[str], stamp: str | None 
     """Remove frontmatter properties from a note; the body is kept byte for byte.
 
     Args:
-        path: Vault-relative path of the note.
+        path: Vault-relative path of the note, or its name as in a [[link]].
         keys: Property names to remove, e.g. ["confidence"]. Absent keys are reported.
         stamp: Optional stamp from `read`; the change is refused if the file changed since.
     """
@@ -232,6 +267,38 @@ def check_write(vault: Vault, path: str, old_text: str | None, new_text: str) ->
     _check_text(vault, path, old_text, new_text)
 
 
+def create_note(vault: Vault, path: str, text: str) -> str:
+    """Create a new note (O_EXCL: NoteExists if someone got there first); returns its stamp.
+
+    A new name can change what existing links mean: a second ``bm25.md`` makes every
+    ``[[bm25]]`` ambiguous, a file named like an alias takes that alias's links. As Obsidian
+    does when a second "Foobar" appears, those links are rewritten first (each to the
+    shortest form that still names its file), with the create, in one journalled
+    transaction (DESIGN §5); a plain create when no link is affected.
+    """
+    view = vault.view()
+    after = view.after({}, added={path: note_aliases(split_note(text, path).frontmatter)})
+    tx = Transaction(vault.store)
+    changed = retarget(tx, view, {}, after, skip=is_record,
+                       immutable=lambda p: layer_of(p) == RESOURCE)
+    if not changed:
+        return vault.store.create(path, text)
+    tx.create(path, text)
+    tx.commit()
+    warning = vault.try_refresh(list(changed))
+    if warning:
+        log.warning("%s", warning)
+    return vault.store.stamp(path) or ""
+
+
+def restyled(vault: Vault, path: str, old_text: str | None, new_text: str) -> str:
+    """`new_text` with the links it newly names by full path in the vault's link style."""
+    parts = split_note(new_text, path)
+    old_body = split_note(old_text, path).body if old_text else None
+    body = restyle_named_links(vault, path, old_body, parts.body)
+    return new_text if body == parts.body else parts.head + body
+
+
 def written(vault: Vault, path: str, stamp: str, text: str, *, created: bool) -> ToolResult:
     """The answer of a note write (re-indexed so `search` sees it at once)."""
     warning = vault.try_refresh([path])
@@ -244,21 +311,24 @@ def written(vault: Vault, path: str, stamp: str, text: str, *, created: bool) ->
 def edit_properties(vault: Vault, path: str, set_: Mapping[str, Any] | None = None,
                     remove: list[str] | tuple[str, ...] = (), stamp: str | None = None) -> ToolResult:
     """Frontmatter edit under CAS (`FileStore.cas_edit`): redone when another writer got in
-    between, unless the caller passed its own `stamp`."""
-    norm = vault.store.normalize(path)
+    between, unless the caller passed its own `stamp`. Only the lines of the keys that
+    change are rewritten (`engine.fmedit`)."""
+    norm = note_path(vault, path)
     planned: dict[str, Any] = {}
 
     def edit(text: str) -> str | None:
         check_change(vault, norm, "write", exists=True, want="note")
         parts = split_note(text, norm)
         if parts.error:
-            raise InvalidArgument(f"Cannot edit properties of {norm!r}: {parts.error}",
-                                  "Fix the frontmatter with `write` (text=...) first.")
+            raise InvalidArgument(f"Cannot edit properties of {norm!r}: {parts.error.message}",
+                                  "Fix the frontmatter in an editor (or with `write` text=...) "
+                                  "first.")
         fm = parts.frontmatter
-        new_fm = {k: v for k, v in fm.items() if k not in remove} | dict(set_ or {})
+        new_text = edit_frontmatter(text, set_, remove, norm)  # only the touched keys' lines
+        new_fm = split_note(new_text, norm).frontmatter
         _check_frontmatter(norm, fm, new_fm)
         planned.update(fm=new_fm, missing=[k for k in remove if k not in fm])
-        return None if new_fm == fm else dump_note(new_fm, "") + parts.body
+        return None if new_text == text else new_text
 
     done = vault.store.cas_edit(norm, edit, stamp=stamp)
     warning = vault.try_refresh([norm]) if done.status == "written" else None
@@ -368,25 +438,38 @@ def _check_stamp(path: str, current: tuple[str, str] | None, overwrite: bool,
         return
     if not overwrite:
         raise NoteExists(path)
-    if stamp is not None and stamp != current[1]:
+    if stamp is None:  # G5: an overwrite replaces what someone wrote; it needs a read first
+        raise InvalidArgument(f"Refused to replace {path!r} without its stamp.",
+                              f"Read {path!r} first and pass the stamp it gave with "
+                              "overwrite=true (a person at the CLI can use --force).")
+    if stamp != current[1]:
         raise StampChanged(path, stamp, current[1])
 
 
 def _compose(path: str, current: tuple[str, str] | None, body: str | None,
              frontmatter: dict[str, Any] | None) -> str:
-    """New file text; omitted parts come from the current file, kept byte for byte."""
+    """New file text; omitted parts come from the current file, kept byte for byte.
+
+    A new `frontmatter` for an existing note is applied key by key (`edit_frontmatter`):
+    keys whose value is unchanged keep their lines, removed keys lose theirs, new keys are
+    added after the last one. A new `body` gets the note's own line ending.
+    """
     if current is None:
         text = dump_note(frontmatter or {}, ends_nl(body or ""))
         return text
     parts = split_note(current[0], path)
-    head, old_body = parts.head, parts.body
     if parts.error and frontmatter is None:
         raise InvalidArgument(f"{path!r} has malformed frontmatter ({parts.error}).",
                               "Pass `frontmatter` (or the full `text`) to replace it.")
-    new_body = old_body if body is None else ends_nl(body)
+    new_body = parts.body if body is None else restore_eol(ends_nl(normalize_eol(body)),
+                                                           parts.eol)
     if frontmatter is None:
-        return head + new_body
-    return dump_note(frontmatter, new_body)
+        return parts.head + new_body
+    if parts.error:
+        return dump_note(frontmatter, new_body)
+    old = parts.frontmatter
+    return edit_frontmatter(parts.head + new_body, frontmatter,
+                            [k for k in old if k not in frontmatter], path)
 
 
 def ends_nl(text: str) -> str:
@@ -412,7 +495,10 @@ def _check_text(vault: Vault, path: str, old_text: str | None, new_text: str) ->
 
 
 def _check_frontmatter(path: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
-    errors = type_errors(new)
+    """Refuse badly typed keys the write sets or changes (a hand-kept note's own
+    `status: draft` does not block an edit of another key), and an illegal status move."""
+    touched = {k: v for k, v in new.items() if k not in old or old[k] != v}
+    errors = type_errors(touched) if touched else []
     if errors:
         raise InvalidArgument(f"Refused write of {path!r}: " + "; ".join(errors) + ".",
                               "Fix these properties and write again.")

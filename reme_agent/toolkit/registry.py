@@ -17,7 +17,8 @@ import docstring_parser
 from pydantic import Field, TypeAdapter, WithJsonSchema, create_model
 
 from reme_agent.errors import InvalidArgument
-from reme_agent.toolkit import daily, files, lint, notes, retrieve, tags
+from reme_agent.toolkit import activity, daily, files, lint, notes, retrieve, tags, unlink
+from reme_agent.toolkit.actor import acting_as, current_actor
 from reme_agent.toolkit.results import ToolResult, hints_of
 
 if TYPE_CHECKING:
@@ -26,12 +27,13 @@ if TYPE_CHECKING:
 Group = Literal["retrieve", "read", "write", "tags", "fileops", "daily", "lint"]
 GROUPS: dict[str, str] = {
     "retrieve": "Find notes: hybrid search and link-graph traversal.",
-    "read": "List, read and inspect notes and their properties.",
+    "read": "List, read and inspect notes and their properties; what changed lately.",
     "write": "Create and edit notes and their frontmatter properties.",
     "tags": "Tags used in frontmatter and the notes carrying them.",
     "fileops": "Move, copy and delete files; upload and download materials.",
     "daily": "Daily workspaces: read, list, write and move their status.",
-    "lint": "Find dangling links, orphans, name collisions and schema problems.",
+    "lint": "Find dangling links, orphans, name collisions, links Obsidian cannot resolve and "
+            "schema problems.",
 }
 
 
@@ -88,16 +90,19 @@ class ToolSpec:
         schema = create_model(f"{self.name}_args", **fields).model_json_schema()  # type: ignore[call-overload]
         return _strip_titles(schema)
 
-    def bind(self, vault: Vault, as_text: bool = False) -> Callable[..., Any]:
+    def bind(self, vault: Vault, as_text: bool = False,
+             actor: str | None = None) -> Callable[..., Any]:
         """Same name, doc and schema, with `vault` filled in and hidden from the model.
 
         `as_text=True` returns the readable text (for the model); else the ToolResult dict.
+        `actor` names the caller in audit entries ("mcp", a job name; default "agent").
         """
         fn = self.fn
 
         @functools.wraps(fn)
         def bound(**kwargs: Any) -> Any:
-            result = fn(vault, **kwargs)
+            with acting_as(actor or current_actor.get()):
+                result = fn(vault, **kwargs)
             return result.text if as_text and isinstance(result, ToolResult) else result
 
         params = self.params()
@@ -155,9 +160,11 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec("read", notes.read_note, "read", read_only=True),
     ToolSpec("stat", notes.stat_note, "read", read_only=True),
     ToolSpec("property_read", notes.property_read, "read", read_only=True),
+    ToolSpec("recent", activity.recent, "read", read_only=True),
     ToolSpec("write", notes.write_note, "write", read_only=False),
     ToolSpec("property_update", notes.property_update, "write", read_only=False),
     ToolSpec("property_delete", notes.property_delete, "write", read_only=False),
+    ToolSpec("link_remove", unlink.link_remove, "write", read_only=False, destructive=True),
     ToolSpec("tags_list", tags.tags_list, "tags", read_only=True),
     ToolSpec("tags_stat", tags.tags_stat, "tags", read_only=True),
     ToolSpec("move", files.move, "fileops", read_only=False, destructive=True),
@@ -174,6 +181,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec("lint_orphans", lint.lint_orphans, "lint", read_only=True),
     ToolSpec("lint_collisions", lint.lint_collisions, "lint", read_only=True),
     ToolSpec("lint_schema", lint.lint_schema, "lint", read_only=True),
+    ToolSpec("lint_alias_links", lint.lint_alias_links, "lint", read_only=True),
 )
 BY_NAME: dict[str, ToolSpec] = {s.name: s for s in TOOLS}
 

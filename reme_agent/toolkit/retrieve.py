@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from reme_agent.errors import InvalidArgument, NoteNotFound
+from reme_agent.errors import AmbiguousName, InvalidArgument, NoteNotFound
 from reme_agent.toolkit.results import ToolResult, tool
 
 if TYPE_CHECKING:
@@ -18,22 +18,46 @@ if TYPE_CHECKING:
 MAX_DEPTH = 5
 
 
+Layer = Literal["knowledge", "daily", "resource", "meta", "audit"]
+
+
 @tool
 def search(vault: Vault, query: str, limit: int = 10, path_prefix: str | None = None,
-           include_archived: bool = False) -> ToolResult:
-    """Search the memory vault by meaning and keywords (hybrid vector + BM25).
+           layers: list[Layer] | None = None, include_archived: bool = False,
+           expand_depth: int | None = None, top_chunks_per_path: int | None = None,
+           query_rewrite: str | None = None) -> ToolResult:
+    """Search the memory vault by names, meaning and keywords (hybrid vector + BM25).
 
     Results are notes, best first: each with its title, description, its best matching line
     ranges, the score and the factors behind it (text relevance, links, community, recency),
-    then linked notes worth a look. `read` a path to see the whole note. Works in English and
-    Chinese.
+    and `match` when the query names the note, asks a relation it answers ("who owns X")
+    or quotes it; then linked notes worth a look. Results marked `weak` are below the
+    relevance floor: when all are weak, the vault has no good match. `read` a path to see
+    the whole note. Works in English and Chinese.
 
     Args:
         query: What to look for: a question, a name or a few keywords.
         limit: Maximum number of notes (1-50).
         path_prefix: Only search under this folder, e.g. "knowledge/" or "daily/2026-11-".
+        layers: Only these top folders, e.g. ["knowledge"]; meta and audit are searched only
+            when named here.
         include_archived: Also return notes the maintainer archived (old, unused ones).
+        expand_depth: Link hops listed beside the results (0-3; default from config, 1).
+        top_chunks_per_path: Matching passages shown per note (default from config, 2).
+        query_rewrite: Another wording of the query for the meaning (vector) side only,
+            e.g. a hypothetical answer; the keyword side keeps `query`.
     """
+    return run_search(vault, query, limit=limit, path_prefix=path_prefix, layers=layers,
+                      include_archived=include_archived, expand_depth=expand_depth,
+                      top_chunks_per_path=top_chunks_per_path, query_rewrite=query_rewrite)
+
+
+def run_search(vault: Vault, query: str, *, limit: int = 10, path_prefix: str | None = None,
+               layers: list[str] | None = None, include_archived: bool = False,
+               expand_depth: int | None = None, top_chunks_per_path: int | None = None,
+               query_rewrite: str | None = None, log_access: bool = True) -> ToolResult:
+    """The search tool's body, shared with `reme-agent search` (which may skip the access
+    log): one place shapes the answer, so every face returns the same JSON."""
     from reme_agent.recall.search import search as recall_search
 
     if not 1 <= limit <= 50:
@@ -42,15 +66,13 @@ def search(vault: Vault, query: str, limit: int = 10, path_prefix: str | None = 
     if prefix:
         vault.store.normalize(prefix)  # refuses '..', absolute paths
     response = recall_search(vault, query, limit=limit, prefix=prefix,
-                             include_archived=include_archived)
+                             layers=list(layers) if layers else None,
+                             include_archived=include_archived, expand_depth=expand_depth,
+                             top_chunks_per_path=top_chunks_per_path,
+                             query_rewrite=query_rewrite or None, log_access=log_access)
     data = response.as_dict()
-    warning = None if response.results or vault.state.counts()[0] else \
-        "the search index is empty: run `reme-agent index` (or vault.index()) first"
-    data["warning"] = warning
     data["count"] = len(response.results)
-    text = response.render() if response.results else \
-        f"No results for {query!r}" + (f"; {warning}." if warning else ".")
-    return ToolResult(data, text)
+    return ToolResult(data, response.render())
 
 
 @tool
@@ -96,6 +118,8 @@ def _resolve_seeds(vault: Vault, seeds: list[str]) -> list[str]:
         if hit is None:
             if vault.store.exists(norm):
                 hit = norm  # a file the index has not seen yet: it simply has no edges
+            elif len(cands := vault.indexer.resolver.ambiguous(seed)) > 1:
+                raise AmbiguousName(seed, cands)
             else:
                 raise NoteNotFound(norm, vault.store.suggest(norm))
         out.append(hit)

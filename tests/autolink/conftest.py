@@ -82,10 +82,13 @@ def files_hash(vault: Vault, *, skip: tuple[str, ...] = (".reme",)) -> dict[str,
 
 
 def links_of(vault: Vault, path: str) -> list[tuple[str, str | None, str | None]]:
-    """(target, alias, predicate) of every link in a note's body."""
+    """(resolved target, alias, predicate) of every link in a note's body (a dangling
+    target as written)."""
     from reme_agent.engine.links import extract_links
 
-    return [(x.target, x.alias, x.predicate) for x in extract_links(body_of(vault, path))]
+    resolver = vault.view().resolver
+    return [(resolver.resolve(x.target, path) or x.target, x.alias, x.predicate)
+            for x in extract_links(body_of(vault, path))]
 
 
 def as_dicts(items: list[Any]) -> list[dict[str, Any]]:

@@ -45,7 +45,7 @@ def test_dry_run_reports_json_and_writes_nothing(root: Path) -> None:
 def test_a_run_on_one_path_links_it(root: Path) -> None:
     code, out = run("autolink", "--vault", str(root), "--path", GW)
     assert code == 0 and "L1: 1 notes scanned, added 1 links" in out
-    assert f"the [[{RATE}|rate limit]]." in (root / GW).read_text(encoding="utf-8")
+    assert "the [[rate-limit|rate limit]]." in (root / GW).read_text(encoding="utf-8")
 
 
 def test_levels_that_need_a_model_fail_with_exit_code_1(root: Path, capsys) -> None:

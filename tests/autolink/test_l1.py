@@ -45,18 +45,17 @@ def test_chinese_and_english_mentions_get_additive_links_with_original_text(make
     before = body_of(vault, GW)
     report = AutoLinker(vault).run("L1")
     after = body_of(vault, GW)
-    assert "The gateway applies the [[knowledge/rate-limit/rate-limit.md|rate limit]] before" \
-        in after
+    # links in the vault's (shortest) style, the mention kept as shown text
+    assert "The gateway applies the [[rate-limit|rate limit]] before" in after
     # first mention per target: 限流 (also rate-limit) stays plain; JWT rotation is linked
-    assert "; 限流 also protects [[knowledge/jwt-rotation/jwt-rotation.md|JWT rotation]]." in after
+    assert "; 限流 also protects [[jwt-rotation|JWT rotation]]." in after
     assert "Another rate limit mention stays plain." in after
     # code, URL, fence and the heading are untouched
     assert "`rate limit`" in after and "https://example.com/rate-limit as" in after
     assert "# API gateway — rate limit\n" in after and "rate limit: 100" in after
-    stripped = after.replace("[[knowledge/rate-limit/rate-limit.md|", "") \
-        .replace("[[knowledge/jwt-rotation/jwt-rotation.md|", "").replace("]]", "")
+    stripped = after.replace("[[rate-limit|", "").replace("[[jwt-rotation|", "").replace("]]", "")
     assert stripped == before
-    assert "JWT 轮换的核心是[[knowledge/密钥派生/密钥派生.md|密钥派生]]" in body_of(vault, ROT)
+    assert "JWT 轮换的核心是[[密钥派生]]" in body_of(vault, ROT)  # the mention is the name
     assert report.l1["links_added"] >= 3
 
 
@@ -85,7 +84,7 @@ def test_closed_daily_notes_are_linked_but_active_ones_and_resources_never(make_
     vault = make_vault(BASE)
     untouched = {p: read(vault, p) for p in (ACTIVE, "resource/spec.md")}
     report = AutoLinker(vault).run("L1")
-    assert f"Tuned the [[{RATE}|rate limit]] today." in read(vault, CLOSED)
+    assert "Tuned the [[rate-limit|rate limit]] today." in read(vault, CLOSED)
     assert {p: read(vault, p) for p in untouched} == untouched
     assert AutoLinker(vault).link_note(ACTIVE).status == "skipped"
     res = AutoLinker(vault).link_note("resource/spec.md")
@@ -116,7 +115,7 @@ def test_frontmatter_and_crlf_bytes_are_kept(make_vault) -> None:
     vault = make_vault({**BASE, GW: text})
     AutoLinker(vault).link_note(GW)
     raw = (vault.root / GW).read_bytes().decode()
-    assert raw == text.replace("The rate limit.", f"The [[{RATE}|rate limit]].")
+    assert raw == text.replace("The rate limit.", "The [[rate-limit|rate limit]].")
 
 
 # -- ambiguity --------------------------------------------------------------------------
@@ -176,7 +175,7 @@ def test_a_concurrent_edit_causes_a_cas_redo_and_both_edits_survive(make_vault, 
     assert res.status == "linked" and res.redos == 1
     after = read(vault, GW)
     assert "A concurrent paragraph about the rate limit." in after  # their edit
-    assert f"The gateway applies the [[{RATE}|rate limit]] before" in after  # ours
+    assert "The gateway applies the [[rate-limit|rate limit]] before" in after  # ours
 
 
 def test_a_note_that_keeps_changing_is_skipped_and_audited(make_vault, monkeypatch) -> None:

@@ -36,7 +36,7 @@ def test_l2_appends_a_see_also_link_once_and_is_idempotent(make_vault) -> None:
     report = AutoLinker(vault, L2, judge).run("L2")
     assert [(a["source"], a["target"]) for a in report.l2["added"]] == [(BM25, TFIDF)]
     after = body_of(vault, BM25)
-    assert after == before + f"\nSee also: [[{TFIDF}|TF-IDF]]\n"
+    assert after == before + "\nSee also: [[tf-idf|TF-IDF]]\n"  # in the vault's link style
     asked = {(q.source.path, q.target.path) for q in judge.asked}
     assert (BM25, TFIDF) in asked and (BM25, COPY) not in asked  # duplicates are L4's
     snapshot = files_hash(vault)
@@ -55,10 +55,10 @@ def test_l2_writes_nothing_the_judge_declines(make_vault) -> None:
 
 def test_l2_extends_its_own_see_also_line() -> None:
     body = "Text.\n\nSee also: [[knowledge/a/a.md|A]]\n"
-    ins = see_also_insertion(body, "knowledge/b/b.md", "B", "See also")
+    ins = see_also_insertion(body, "[[b|B]]", "See also")
     new = body[:ins.pos] + ins.text + body[ins.pos:]
-    assert new == "Text.\n\nSee also: [[knowledge/a/a.md|A]], [[knowledge/b/b.md|B]]\n"
-    assert see_also_insertion("Text.", "x.md", "X", "参见").text == "\n\n参见: [[x.md|X]]\n"
+    assert new == "Text.\n\nSee also: [[knowledge/a/a.md|A]], [[b|B]]\n"
+    assert see_also_insertion("Text.", "[[x|X]]", "参见").text == "\n\n参见: [[x|X]]\n"
 
 
 def test_l2_and_l3_need_a_model_and_change_nothing_without_one(make_vault) -> None:

@@ -1,11 +1,10 @@
-"""Triggers: the post-write queue consumer (FIFO, background worker), manual, batch by path."""
+"""Triggers: the post-write queue consumer (durable queue, background worker), manual, batch."""
 
 from __future__ import annotations
 
 import threading
 
-from reme_agent.jobs.autolink_job import AutoLinkWorker, register_consumer
-from reme_agent.jobs.queue import JobQueue
+from reme_agent.jobs.followups import FollowupWorker, Wiring, drain
 from reme_agent.maintenance.autolink.runner import QUEUE_KIND, AutoLinker, parse_levels
 from reme_agent.toolkit.notes import write_note
 from tests.autolink.conftest import body_of, kpath, links_of, node
@@ -20,48 +19,47 @@ NEW = node("Rate limit", "A rate limit caps requests; the API gateway enforces i
 
 def test_queue_item_links_the_new_node_and_its_mentions_elsewhere(make_vault) -> None:
     vault = make_vault(NOTES)
-    queue = JobQueue()
-    register_consumer(queue, vault)
     # what the distiller does after a knowledge write
     write_note(vault, RATE, text=NEW)
-    queue.enqueue(QUEUE_KIND, RATE, reason="new or changed knowledge note",
-                  payload={"level": "L1"}, source="distiller")
-    (item,) = queue.drain()
+    vault.queue.enqueue(QUEUE_KIND, RATE, reason="new or changed knowledge note",
+                        payload={"level": "L1"}, source="distiller")
+    (item,) = drain(vault).ran  # the default wiring: auto-link L1, no model needed
     assert item.status == "done", item.error
-    assert f"the [[{GW}|API gateway]] enforces it" in body_of(vault, RATE)
-    assert f"enforces the [[{RATE}|rate limit]]" in body_of(vault, GW)
-    assert f"on [[{RATE}|rate limit]] errors" in body_of(vault, AUTH)
+    assert "the [[api-gateway|API gateway]] enforces it" in body_of(vault, RATE)
+    assert "enforces the [[rate-limit|rate limit]]" in body_of(vault, GW)
+    assert "on [[rate-limit|rate limit]] errors" in body_of(vault, AUTH)
     # inbound links are visible in the graph at once (the notes were re-indexed)
     assert {s for s, _ in vault.graph.inbound(RATE)} == {GW, AUTH}
 
 
 def test_the_worker_drains_in_the_background_without_blocking_the_writer(make_vault) -> None:
     vault = make_vault(NOTES)
-    queue = JobQueue()
     linker = AutoLinker(vault)
-    started = threading.Event()
-    real = linker.handle
+    started, release = threading.Event(), threading.Event()
 
-    def slow_handle(item):
+    def slow_handle(item):  # type: ignore[no-untyped-def]
         started.set()
-        return real(item)
+        assert release.wait(30)
+        return [r.path for r in linker.handle(item)]
 
-    linker.handle = slow_handle  # type: ignore[method-assign]
     write_note(vault, RATE, text=NEW)
-    with AutoLinkWorker(queue, linker, interval=0.05) as worker:
-        queue.enqueue(QUEUE_KIND, RATE)  # returns at once: the writer never waits
-        worker.notify()
+    wiring = Wiring(vault, consumers={QUEUE_KIND: slow_handle})
+    with FollowupWorker(vault, interval=0.05, wiring=wiring) as worker:
+        vault.queue.enqueue(QUEUE_KIND, RATE)  # returns at once: the writer never waits
+        worker.wake()
         assert started.wait(10)
-    assert queue.pending() == []
+        assert [i.status for i in vault.queue.items()] == ["running"]  # claimed, leased
+        release.set()
+    assert vault.queue.pending() == [] and [i.status for i in vault.queue.items()] == ["done"]
     assert [t for t, _, _ in links_of(vault, GW)] == [RATE]
 
 
 def test_items_of_other_kinds_are_left_alone(make_vault) -> None:
     vault = make_vault(NOTES)
-    queue = JobQueue()
-    register_consumer(queue, vault)
-    queue.enqueue("split", GW)
-    assert queue.drain() == [] and len(queue.pending("split")) == 1
+    vault.queue.enqueue("split", GW)
+    report = drain(vault, Wiring(vault, use_model=False))
+    assert report.ran == [] and len(vault.queue.pending("split")) == 1
+    assert report.waiting == {"split": 1} and "no model" in report.why_waiting["split"]
 
 
 def test_batch_can_be_limited_to_a_path(make_vault) -> None:

@@ -14,9 +14,9 @@ import pytest
 from reme_agent.cli import COMMANDS, cli, main
 
 CLI_PKG = Path(__file__).resolve().parents[2] / "reme_agent" / "cli"
-EVERY_COMMAND = ["autolink", "bench", "config", "demo", "distill", "eval", "hook", "index",
-                 "init", "lint", "maintain", "mcp", "read", "search", "sync", "tool", "tools",
-                 "traverse", "watch"]
+EVERY_COMMAND = ["autolink", "bench", "config", "demo", "distill", "eval", "export-agents",
+                 "hook", "index", "init", "lint", "maintain", "mcp", "read", "search", "sync",
+                 "tool", "tools", "traverse", "watch", "worker"]
 
 
 @pytest.fixture
@@ -121,7 +121,7 @@ def test_an_internal_error_is_3_without_a_traceback(monkeypatch: pytest.MonkeyPa
     monkeypatch.delenv("REME_DEBUG", raising=False)
     assert main(["config", "--reference"]) == 3
     err = capsys.readouterr().err
-    assert err.startswith("internal error: RuntimeError: boom") and "Traceback" not in err
+    assert err.startswith("Error: internal error: RuntimeError: boom") and "Traceback" not in err
     monkeypatch.setenv("REME_DEBUG", "1")
     assert main(["config", "--reference"]) == 3
     assert "Traceback" in capsys.readouterr().err
@@ -139,3 +139,48 @@ def test_index_keeps_stdout_clean_and_warns_on_stderr(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert "bin.md" not in out.stdout and "1 skipped" in out.stdout
     assert "skipped knowledge/bin.md" in out.stderr
+
+
+def test_every_error_line_starts_with_the_same_prefix() -> None:
+    """No command prints its own `error:` / `ERROR` spelling; ClickException adds `Error: `."""
+    for path in sorted(CLI_PKG.glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                text = node.value
+                bad = ("error:" in text.lower() and "Error: " not in text
+                       and "--" not in text)  # help text may name an option
+                assert not bad, f"{path.name}:{node.lineno}: {text!r}"
+
+
+def test_demo_json_is_one_json_document(tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REME_EMBEDDER__NAME", "hash")
+    assert main(["demo", "--vault", str(tmp_path / "demo"), "--json"]) == 0
+    out = capsys.readouterr().out
+    data = json.loads(out)
+    assert data["copied"] > 0 and data["index"]["files"] == data["copied"]
+    assert len(data["queries"]) == 5 and all(q["results"] for q in data["queries"])
+
+
+def test_eval_without_its_data_is_a_user_error_naming_the_file(tmp_path: Path) -> None:
+    # a process of its own: the eval command quiets the reme_agent logger for its run
+    done = subprocess.run([sys.executable, "-m", "reme_agent", "eval", "--dataset", "locomo",
+                           "--data", str(tmp_path / "none"), "--embedder", "hash",
+                           "--out", str(tmp_path / "out"), "--work", str(tmp_path / "work")],
+                          capture_output=True, text=True, check=False, timeout=300)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith("Error: The eval data file ")
+    assert "locomo_dev.json" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_the_eval_data_folder_defaults_next_to_the_checkout(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from reme_agent.cli.checkout import load_package
+
+    load_package("evals", what="eval suite", command="eval")
+    from evals.datasets import DEFAULT_DATA, data_dir
+
+    monkeypatch.delenv("REME_EVAL_DATA", raising=False)
+    assert data_dir() == DEFAULT_DATA == CLI_PKG.parents[2] / "shared" / "data"

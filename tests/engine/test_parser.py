@@ -13,6 +13,7 @@ from reme_agent.engine.parser import (
     MAX_YAML_ALIASES,
     Block,
     dump_note,
+    normalize_eol,
     parse_note,
     split_blocks,
     split_frontmatter,
@@ -44,8 +45,9 @@ def rrf(ranks):
 
 
 def file_lines(text: str) -> list[str]:
-    """The file's lines as the parser counts them (one BOM dropped, CRLF -> LF)."""
-    return text.removeprefix("\ufeff").replace("\r\n", "\n").split("\n")
+    """The file's lines as the parser counts them (one BOM dropped, CRLF -> LF, and CR ->
+    LF in a text without LF)."""
+    return normalize_eol(text.removeprefix("\ufeff")).split("\n")
 
 
 def assert_blocks_match_file(text: str, blocks: list[Block]) -> None:

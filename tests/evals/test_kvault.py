@@ -230,3 +230,15 @@ def test_smoke_run_and_kind_report(tmp_path: Path) -> None:
     assert "### Per query kind (default search())" in report
     assert "| kvault | note | hit@1 | ≥ 0.85 |" not in report  # hash run: targets read USE only
     assert (out / "kvault.hash.kinds.png").stat().st_size > 0
+
+
+def test_the_two_halves_partition_the_queries_and_share_every_kind(spec: VaultSpec) -> None:
+    from evals.kvault_halves import split
+
+    halves = split(spec.queries)
+    assert sorted(q.qid for h in halves.values() for q in h) == sorted(q.qid for q in spec.queries)
+    assert {q.kind for q in halves["A"]} == {q.kind for q in halves["B"]} == set(kvault.KINDS)
+    for kind in kvault.KINDS:
+        a = sum(q.kind == kind for q in halves["A"])
+        b = sum(q.kind == kind for q in halves["B"])
+        assert a - b in (0, 1)

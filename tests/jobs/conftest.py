@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from reme_agent.config import Settings
-from reme_agent.jobs.queue import JobQueue
+from reme_agent.engine.queue import WorkQueue
 from reme_agent.testing import result_text, tool_results
 from reme_agent.vault import Vault, open_vault
 
@@ -134,8 +134,9 @@ def vault(tmp_path: Path) -> Iterator[Vault]:
 
 
 @pytest.fixture
-def queue() -> JobQueue:
-    return JobQueue()
+def queue(vault: Vault) -> WorkQueue:
+    """The vault's durable follow-up queue (what the distiller enqueues into)."""
+    return vault.queue
 
 
 def vault_hash(vault: Vault) -> str:

@@ -32,8 +32,9 @@ def test_llm_jobs_without_a_model_exit_1_and_change_nothing(vault, tmp_path) -> 
     messages = tmp_path / "chat.json"
     messages.write_text('[{"role": "user", "content": "hi"}]', encoding="utf-8")
     before = vault_hash(vault)
-    got = run(vault, "sync", "--messages", str(messages))
+    got = run(vault, "sync", "--messages", str(messages), "--mode", "llm")
     assert got.exit_code == 1 and "needs a chat model" in got.output
+    assert got.output.startswith("Error: ") and "--mode transcript" in got.output
     got = run(vault, "distill", DAILY_JWT)
     assert got.exit_code == 1 and "distiller job needs a chat model" in got.output
     assert vault_hash(vault) == before
@@ -44,3 +45,17 @@ def test_bad_message_files_are_a_clear_error(vault, tmp_path) -> None:
     bad.write_text('{"messages": 3}', encoding="utf-8")
     got = run(vault, "sync", "--messages", str(bad), "--mode", "transcript")
     assert got.exit_code == 1 and "JSON list of messages" in got.output
+
+
+def test_sync_without_a_model_falls_back_to_transcript_and_says_so(vault, tmp_path) -> None:
+    messages = tmp_path / "chat.json"
+    messages.write_text(json.dumps([{"role": "user", "content": "keep the blend"},
+                                    {"role": "assistant", "content": "kept"}]), encoding="utf-8")
+    got = run(vault, "sync", "--messages", str(messages), "--session-id", "s-42", "--json")
+    assert got.exit_code == 0, got.output
+    assert got.stderr == "No chat model configured: recording the raw turns (--mode transcript).\n"
+    assert json.loads(got.stdout)["mode"] == "transcript"
+    again = run(vault, "sync", "--messages", str(messages), "--session-id", "s-42")
+    assert again.exit_code == 0 and "Nothing new to record." in again.stdout
+    path = f"daily/{dt.date.today().isoformat()}/session-s-42/session-s-42.md"
+    assert (vault.root / path).read_text(encoding="utf-8").count("keep the blend") == 1

@@ -35,8 +35,10 @@ def status(vault, path: str) -> str:
 
 
 def distill(vault, turns, queue, paths=(DAILY_JWT,), **kwargs):
+    """Run the distiller with scripted turns (it enqueues into `queue`, the vault's own)."""
+    assert queue is vault.queue
     model = ScriptedChatModel(turns)
-    result = run_distiller(vault, list(paths), model=model, today=TODAY, queue=queue, **kwargs)
+    result = run_distiller(vault, list(paths), model=model, today=TODAY, **kwargs)
     return result, model
 
 
@@ -111,7 +113,8 @@ def test_distiller_link_only_adds_one_predicate_line(vault, queue) -> None:
         [TextBlock(text="Linked.")],
     ], queue, flip_status=False)
 
-    assert text_of(vault, AUTH) == before + f"uses:: [[{JWT}]]\n"
+    # the model named the target by full path; the file gets the vault's (shortest) style
+    assert text_of(vault, AUTH) == before + "uses:: [[jwt-key-rotation]]\n"
     assert [(e.source, e.target, e.predicate) for e in result.linked] == [(AUTH, JWT, "uses")]
     assert result.flipped == [] and status(vault, DAILY_JWT) == "active"
 
@@ -326,27 +329,27 @@ def test_tool_errors_reach_the_model_and_the_job_continues(vault, queue) -> None
     assert [e.ok for e in result.tool_calls] == [False, False, False, True]
 
 
-def test_an_overloaded_note_enqueues_a_split_and_consumers_run(vault, queue) -> None:
-    vault.settings.jobs.split_token_threshold = 10
-    ran = []
-    queue.register("split", lambda item: ran.append(item.path))
+def test_an_overloaded_note_enqueues_a_split_and_leaves_it_pending(vault, queue,
+                                                                    monkeypatch) -> None:
+    monkeypatch.setattr(vault.settings.jobs, "split_token_threshold", 10)  # shared settings
     result, _ = distill(vault, [
         [tool_call("c1", "write", path=NEW, frontmatter=FM, body=BODY)],
         [TextBlock(text="done")],
     ], queue, flip_status=False)
 
-    kinds = {(i.kind, i.path) for i in result.enqueued}
-    assert kinds == {("split", NEW), ("autolink", NEW)}
-    assert ran == [NEW] and queue.pending("split") == [] and len(queue.pending("autolink")) == 1
+    kinds = {(i.kind, i.path, i.status) for i in result.enqueued}
+    assert kinds == {("split", NEW, "pending"), ("autolink", NEW, "pending")}
+    assert [i.path for i in queue.pending("split")] == [NEW]
     split = next(i for i in result.enqueued if i.kind == "split")
     assert split.payload["tokens"] > 10 and split.payload["token_threshold"] == 10
+    assert split.source == "distiller"
 
 
 def test_a_missing_daily_fails_before_the_model_runs(vault, queue) -> None:
     before = vault_hash(vault)
     model = ScriptedChatModel([[TextBlock(text="x")]])
     with pytest.raises(NoteNotFound):
-        run_distiller(vault, ["daily/2026-01-01/nope"], model=model, queue=queue)
+        run_distiller(vault, ["daily/2026-01-01/nope"], model=model)
     assert model.calls == [] and vault_hash(vault) == before
 
 
@@ -357,8 +360,8 @@ def test_token_estimate_counts_cjk_characters_and_latin_quarters() -> None:
     assert estimate_tokens("BM25 向量") == 3
 
 
-def test_the_vaults_own_queue_auto_links_a_new_node_after_the_write(vault) -> None:
-    """Default wiring: queue_for(vault) hands the distiller's L1 item to the auto-linker."""
+def test_the_distiller_returns_with_its_follow_ups_pending(vault) -> None:
+    """Auto-link never blocks dream (seed auto_link §1.4): the L1 item is queued, not run."""
     body = BODY + "\nDuring the switch the auth service accepts both keys.\n"
     model = ScriptedChatModel([
         [tool_call("c1", "daily_read", path=DAILY_JWT)],
@@ -366,9 +369,19 @@ def test_the_vaults_own_queue_auto_links_a_new_node_after_the_write(vault) -> No
         [TextBlock(text="Created.")],
     ])
     result = run_distiller(vault, [DAILY_JWT], model=model, today=TODAY, flip_status=False)
-    assert ("autolink", NEW, "done") in [(i.kind, i.path, i.status) for i in result.enqueued]
-    text = vault.store.read_text(NEW)
-    assert f"[[{AUTH}|auth service]]" in text  # the mention became a link, text kept
+    assert [(i.kind, i.path, i.status) for i in result.enqueued] == [("autolink", NEW, "pending")]
+    assert "[[auth-service|auth service]]" not in vault.store.read_text(NEW)  # not linked yet
+    assert [(i.id, i.status) for i in vault.queue.pending()] == \
+        [(result.enqueued[0].id, "pending")]
+    assert "queued autolink: " + NEW + " (pending)" in result.render()
+
+    # a drainer (here: the default wiring, no model) runs it later
+    from reme_agent.jobs.followups import drain
+
+    report = drain(vault)
+    assert [(i.kind, i.path, i.status) for i in report.ran] == [("autolink", NEW, "done")]
+    assert "[[auth-service|auth service]]" in vault.store.read_text(NEW)  # mention linked, text kept
+    assert report.changed == [NEW] and vault.queue.pending() == []
 
 
 def test_e1_is_checked_once_by_the_tool_and_the_guard_scans_no_vault(vault, queue,

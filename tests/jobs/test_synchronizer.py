@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
 from agentscope.message import AssistantMsg, UserMsg
 
+from reme_agent.errors import ModelNotConfigured
 from reme_agent.jobs.synchronizer import (
     coerce_messages,
     merge_sections,
@@ -13,6 +15,7 @@ from reme_agent.jobs.synchronizer import (
     section_problems,
 )
 from reme_agent.testing import ScriptedChatModel, TextBlock, tool_call
+from reme_agent.toolkit.daily import daily_status
 from reme_agent.toolkit.notes import property_read
 from tests.jobs.conftest import DAILY_JWT, DAILY_TODAY, TODAY, answers, text_of, vault_hash
 
@@ -133,7 +136,9 @@ def test_the_inherits_link_is_added_in_code_when_the_model_forgets_it(vault) -> 
                    body="## Progress\n- Deployed the verifier.\n")],
         [TextBlock(text="ok")],
     ])
-    assert body(vault, TODAY_JWT).startswith(f"# JWT rotation\n\ninherits:: [[{DAILY_JWT}]]\n")
+    # written in the vault's style: the name alone would be ambiguous (today's note has it)
+    shortest = DAILY_JWT.removesuffix(".md")
+    assert body(vault, TODAY_JWT).startswith(f"# JWT rotation\n\ninherits:: [[{shortest}]]\n")
     assert [e.predicate for e in result.linked] == ["inherits"]
 
 
@@ -165,18 +170,69 @@ def test_transcript_mode_appends_raw_turns_without_a_model(vault) -> None:
     assert property_read(vault, path)["properties"]["originSessionId"] == "s-7"
 
 
-def test_cumulative_transcripts_never_duplicate_turns(vault) -> None:
+def test_a_resent_or_grown_conversation_records_each_turn_once(vault) -> None:
     path = f"daily/{TODAY.isoformat()}/session-s-8/session-s-8.md"
-    run_synchronizer(vault, CHAT[:1], mode="transcript", session_id="s-8", today=TODAY,
-                     cumulative=True)
-    again = run_synchronizer(vault, CHAT, mode="transcript", session_id="s-8", today=TODAY,
-                             cumulative=True)
-    same = run_synchronizer(vault, CHAT, mode="transcript", session_id="s-8", today=TODAY,
-                            cumulative=True)
+    first = run_synchronizer(vault, CHAT[:1], mode="transcript", session_id="s-8", today=TODAY)
+    grown = run_synchronizer(vault, CHAT, mode="transcript", session_id="s-8", today=TODAY)
+    same = run_synchronizer(vault, CHAT, mode="transcript", session_id="s-8", today=TODAY)
     text = body(vault, path)
     assert text.count("Let's rotate") == 1 and text.count("Done: the verifier") == 1
-    assert again.written == [path] and same.written == [] and same.summary == "Nothing new to record."
-    assert property_read(vault, path)["properties"]["syncedTurns"] == 2
+    assert first.turns == {"new": 1, "already_synced": 0}
+    assert grown.written == [path] and grown.turns == {"new": 1, "already_synced": 1}
+    assert same.written == [] and same.summary == "Nothing new to record."
+    assert "syncedTurns" not in property_read(vault, path)["properties"]
+
+
+def test_a_turn_said_twice_is_two_turns_and_stays_two(vault) -> None:
+    chat = [{"role": "user", "content": "ok"}, {"role": "assistant", "content": "Next step?"},
+            {"role": "user", "content": "ok"}]
+    path = f"daily/{TODAY.isoformat()}/session-s-9/session-s-9.md"
+    run_synchronizer(vault, chat[:2], mode="transcript", session_id="s-9", today=TODAY)
+    run_synchronizer(vault, chat, mode="transcript", session_id="s-9", today=TODAY)
+    run_synchronizer(vault, chat, mode="transcript", session_id="s-9", today=TODAY)
+    assert body(vault, path).count("**user**: ok") == 2
+
+
+def test_without_a_session_id_the_first_turn_names_the_conversation(vault) -> None:
+    path = f"daily/{TODAY.isoformat()}/transcript/transcript.md"
+    run_synchronizer(vault, CHAT, mode="transcript", today=TODAY)
+    again = run_synchronizer(vault, CHAT, mode="transcript", today=TODAY)
+    other = run_synchronizer(vault, [{"role": "user", "content": "A new chat."}, CHAT[1]],
+                             mode="transcript", today=TODAY)
+    assert again.summary == "Nothing new to record."
+    assert other.turns == {"new": 2, "already_synced": 0}
+    assert body(vault, path).count("Done: the verifier") == 2  # once per conversation
+
+
+def test_the_llm_mode_gets_only_turns_not_yet_synced(vault) -> None:
+    more = [*CHAT, {"role": "user", "content": "And the old key?"},
+            {"role": "assistant", "content": "Retired tomorrow."}]
+    first, model = sync(vault, [[TextBlock(text="nothing worth a note")]])
+    assert first.turns == {"new": 2, "already_synced": 0} and first.ok
+    second, model = sync(vault, [[TextBlock(text="still nothing")]], messages=more)
+    transcript = model.calls[0]["messages"][1].get_text_content()
+    assert "And the old key?" in transcript and "dual-key verifier" not in transcript
+    third, model = sync(vault, [], messages=more)  # an empty script: any model call fails
+    assert third.summary == "Nothing new to record." and model.calls == []
+
+
+def test_a_failed_write_gives_the_turns_back_for_the_next_sync(vault) -> None:
+    path = f"daily/{TODAY.isoformat()}/session-s-10/session-s-10.md"
+    run_synchronizer(vault, CHAT[:1], mode="transcript", session_id="s-10", today=TODAY)
+    daily_status(vault, path, "distilled")  # a distilled note takes no new content
+    refused = run_synchronizer(vault, CHAT, mode="transcript", session_id="s-10", today=TODAY)
+    assert refused.error and refused.written == []
+    text = text_of(vault, path).replace("status: distilled", "status: active")
+    (vault.root / path).write_text(text, encoding="utf-8")
+    retried = run_synchronizer(vault, CHAT, mode="transcript", session_id="s-10", today=TODAY)
+    assert retried.turns == {"new": 1, "already_synced": 1}
+    assert body(vault, path).count("Done: the verifier") == 1
+
+
+def test_the_llm_mode_without_a_model_names_the_transcript_mode(vault) -> None:
+    with pytest.raises(ModelNotConfigured, match="--mode transcript"):
+        run_synchronizer(vault, CHAT, today=TODAY)
+    assert not (vault.root / "daily" / TODAY.isoformat() / "session-s-42").exists()
 
 
 # -- pure parts ---------------------------------------------------------------------------
@@ -202,3 +258,35 @@ def test_section_rules_merge_and_check() -> None:
     assert section_problems(old, merged) == []
     problems = section_problems(old, "# T\n\n## 目标\n变了\n")
     assert len(problems) == 3  # objective changed, 进展 and Notes lost lines
+
+
+# -- a vault with Obsidian day notes ------------------------------------------------------
+DAY = f"daily/{TODAY.isoformat()}.md"
+
+
+def test_in_a_vault_with_day_notes_updates_merge_into_the_tasks_section(vault) -> None:
+    vault.store.write(DAY, "# Monday\n\nMy own notes.\n")
+    first, _ = sync(vault, [
+        [tool_call("c1", "daily_write", slug="dual-key-rollout", title="Dual-key rollout",
+                   body="## Objective\nRoll out the verifier.\n\n## Progress\n- Step one.\n")],
+        [TextBlock(text="ok")]])
+    assert first.ok and first.written == [DAY], first
+    more = [*CHAT, {"role": "user", "content": "Step two is done too."}]  # a new turn
+    second, _ = sync(vault, [
+        [tool_call("c1", "daily_write", slug="dual-key-rollout", mode="append",
+                   body="## Objective\nSomething else.\n\n## Progress\n- Step two.\n")],
+        [TextBlock(text="ok")]], messages=more)
+    assert second.ok and second.written == [DAY], second
+    assert body(vault, DAY) == ("# Monday\n\nMy own notes.\n\n# dual-key-rollout\n\n"
+                                "## Objective\nRoll out the verifier.\n\n"
+                                "## Progress\n- Step one.\n- Step two.\n")
+    assert not (vault.root / f"daily/{TODAY.isoformat()}/dual-key-rollout").exists()
+
+
+def test_transcript_mode_writes_into_the_day_note(vault) -> None:
+    vault.store.write(DAY, "# Monday\n")
+    result = run_synchronizer(vault, CHAT, mode="transcript", session_id="s-7", today=TODAY)
+    assert result.ok and result.written == [DAY]
+    text = body(vault, DAY)
+    assert text.startswith("# Monday\n\n# session-s-7\n\n## Transcript ")
+    assert "**user**: Let's rotate the JWT keys" in text

@@ -79,7 +79,9 @@ def test_ids_follow_the_best_overlapping_previous_community() -> None:
 def test_search_applies_the_community_factor_to_a_same_community_node(vault) -> None:
     maintainer(vault).run(["communities"])
     comm = vault.signals.communities()
-    response = search(vault, "platypus venom spurs", limit=8, expand_depth=0, log_access=False)
+    on = vault.settings.search.model_copy(update={"use_community": True})  # off by default
+    response = search(vault, "platypus venom spurs", limit=8, expand_depth=0, options=on,
+                      log_access=False)
     assert len(response.results) == 8 and not response.warnings
     seeds = {comm[n.path] for n in response.results[:3]}
     assert len(seeds) == 1                                     # the top 3 share a community

@@ -137,23 +137,61 @@ def test_the_cli_runs_the_maintainer_and_prints_json(vault, tmp_path: Path) -> N
 
 def test_run_maintainer_lets_the_model_decide_and_merges(vault) -> None:
     from reme_agent.jobs.maintainer_job import run_maintainer
-    from reme_agent.jobs.queue import JobQueue
     from reme_agent.testing import ScriptedChatModel, TextBlock
 
     model = ScriptedChatModel([[TextBlock(text='{"merge": true, "reasons": "identical"}')]])
-    report = run_maintainer(vault, ["communities", "merge"], model=model, queue=JobQueue())
+    report = run_maintainer(vault, ["communities", "merge"], model=model)
     action = report.step("merge").actions[0]
     winner, loser = "knowledge/dup-a/dup-a.md", "knowledge/dup-b/dup-b.md"  # tie: the older
     assert action["action"] == "merged" and action["winner"] == winner
     assert not vault.store.exists(loser)
-    assert f"[[dup-a]] [[{winner}|dup-b]]" in vault.store.read_text("knowledge/hub/hub.md")
+    assert "[[dup-a]] [[dup-a|dup-b]]" in vault.store.read_text("knowledge/hub/hub.md")
+    # the kept note is queued for auto-link L1 (`followups` was not among the steps asked)
+    assert [(i.path, i.source) for i in vault.queue.pending("autolink")] == [(winner, "merge")]
+    assert [s.step for s in report.steps] == ["communities", "merge"]
 
 
 def test_run_maintainer_without_a_model_only_reports(vault) -> None:
     from reme_agent.jobs.maintainer_job import run_maintainer
-    from reme_agent.jobs.queue import JobQueue
 
     before = notes_snapshot(vault)
-    report = run_maintainer(vault, ["communities", "merge"], queue=JobQueue())
+    report = run_maintainer(vault, ["communities", "merge"])
     assert report.step("merge").found["groups"] == 1 and report.step("merge").actions == []
-    assert notes_snapshot(vault) == before
+    assert notes_snapshot(vault) == before and vault.queue.items() == []
+
+
+def test_maintain_drains_the_follow_up_queue_as_its_last_step(vault) -> None:
+    """`maintain` (no model) runs queued auto-link L1 items and leaves split items waiting."""
+    hub, leaf = "knowledge/hub/hub.md", "knowledge/leaf/leaf.md"
+    vault.store.write(leaf, knowledge("Leaf", "Every leaf hangs off the hub."))
+    vault.refresh([leaf])
+    vault.queue.enqueue("autolink", leaf, reason="test", payload={"level": "L1"}, source="test")
+    vault.queue.enqueue("split", hub, reason="test", source="test")
+    vault.close()
+    env = {"REME_EMBEDDER__NAME": "hash", "REME_INDEX__PROGRESS": "false"}
+    result = CliRunner().invoke(cli, ["maintain", "--vault", str(vault.root), "--json"], env=env)
+    assert result.exit_code == 0, result.output
+    steps = json.loads(result.output)["steps"]
+    assert [s["step"] for s in steps] == [*STEPS, "followups"]
+    followups = steps[-1]
+    assert [(a["kind"], a["path"], a["action"]) for a in followups["actions"]] == \
+        [("autolink", leaf, "done")]
+    assert followups["found"]["waiting"] == 1 and leaf in followups["changed"]
+    reopened = open_vault(vault.root, SETTINGS)
+    try:
+        assert "[[hub]]" in reopened.store.read_text(leaf)
+        assert [(i.kind, i.status) for i in reopened.queue.items()] == \
+            [("autolink", "done"), ("split", "pending")]
+        assert "maintain: followups" in reopened.store.read_text(
+            f"audit/{_today()}/maintain.md")
+    finally:
+        reopened.close()
+    dry = CliRunner().invoke(cli, ["maintain", "--vault", str(vault.root), "--dry-run",
+                                   "--only", "followups", "--json"], env=env)
+    assert dry.exit_code == 0 and json.loads(dry.output)["steps"] == []
+
+
+def _today() -> str:
+    import datetime as dt
+
+    return dt.date.today().isoformat()

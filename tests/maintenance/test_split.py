@@ -9,8 +9,8 @@ import pytest
 from reme_agent.config import Settings
 from reme_agent.engine.links import extract_links
 from reme_agent.engine.parser import split_frontmatter
-from reme_agent.jobs.maintainer_job import ModelSplitPlanner, register_split_consumer
-from reme_agent.jobs.queue import JobQueue
+from reme_agent.jobs.followups import Wiring, drain
+from reme_agent.jobs.maintainer_job import ModelSplitPlanner
 from reme_agent.maintenance.split import estimate_tokens
 from reme_agent.testing import ScriptedChatModel, TextBlock
 from tests.maintenance.conftest import (
@@ -124,8 +124,9 @@ def test_a_split_creates_children_and_an_overview_and_conserves_every_link(vault
         text = vault.store.read_text(child)
         cfm = split_frontmatter(text)[0]
         assert cfm["split_from"] == P and cfm["lifecycle"] == "evolving"
-        assert f"part_of:: [[{P}|Notes]]" in text
-        assert f"has_part:: [[{child}|{cfm['title']}]]" in parent
+        # links in the vault's (shortest) link style
+        assert "part_of:: [[notes|Notes]]" in text
+        assert f"has_part:: [[{child.rsplit('/', 1)[1][:-3]}|{cfm['title']}]]" in parent
     cooking = vault.store.read_text(CHILDREN[0])
     assert all(s in cooking for s in COOK) and not any(s in cooking for s in K8S)
     # E-2: parent_new ∪ children ⊇ parent_old
@@ -171,25 +172,39 @@ def test_a_child_name_that_would_capture_another_notes_link_is_refused(vault) ->
     assert notes_snapshot(vault) == before
 
 
-def test_the_distillers_split_queue_is_consumed(vault) -> None:
-    queue = JobQueue()
-    queue.enqueue("split", P, reason="overloaded (D3)", source="distiller")
-    register_split_consumer(vault, queue, model=ScriptedChatModel([answer(PLAN)]))
-    ran = queue.drain()
-    assert [i.status for i in ran] == ["done"]
+def test_a_queued_split_runs_through_the_wiring_and_queues_auto_link_for_its_notes(vault) -> None:
+    vault.queue.enqueue("split", P, reason="overloaded (D3)", source="distiller")
+    wiring = Wiring(vault, model=ScriptedChatModel([answer(PLAN)]))
+    report = drain(vault, wiring, max_items=1)
+    assert [(i.kind, i.status, i.error) for i in report.ran] == [("split", "done", None)]
     assert all(vault.store.exists(c) for c in CHILDREN)
+    assert set(report.changed) >= {P, *CHILDREN}
+    # seed auto_link §1.4: the parent and each new child get an auto-link L1 item
+    queued = vault.queue.pending("autolink")
+    assert sorted(i.path for i in queued) == sorted([P, *CHILDREN])
+    assert {(i.source, i.payload["level"]) for i in queued} == {("split", "L1")}
+
+
+def test_without_a_model_split_items_wait_and_are_reported(vault) -> None:
+    before = notes_snapshot(vault)
+    vault.queue.enqueue("split", P, reason="overloaded (D3)", source="distiller")
+    report = drain(vault, Wiring(vault, use_model=False))
+    assert report.ran == [] and report.waiting == {"split": 1}
+    assert "no model configured" in report.render()
+    assert [i.status for i in vault.queue.items()] == ["pending"]
+    assert notes_snapshot(vault) == before
 
 
 def test_the_queue_drained_inside_a_running_job_loop_still_splits(vault) -> None:
     import asyncio
 
-    queue = JobQueue()
-    queue.enqueue("split", P, reason="overloaded (D3)", source="distiller")
-    register_split_consumer(vault, queue, model=ScriptedChatModel([answer(PLAN)]))
+    vault.queue.enqueue("split", P, reason="overloaded (D3)", source="distiller")
+    wiring = Wiring(vault, model=ScriptedChatModel([answer(PLAN)]))
 
     async def job() -> list:
-        return queue.drain()          # what arun_distiller does at its end
+        return drain(vault, wiring, max_items=1).ran   # a drainer called from async code
 
     ran = asyncio.run(job())
     assert [(i.status, i.error) for i in ran] == [("done", None)]
     assert all(vault.store.exists(c) for c in CHILDREN)
+

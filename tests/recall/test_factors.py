@@ -60,7 +60,8 @@ def test_a_node_in_a_seed_community_gets_beta(make_vault: VaultFactory) -> None:
     off = TIES.model_copy(update={"use_community": False})
     assert _order(vault, options=off)[3:5] == ["knowledge/east-peer/east-peer.md",
                                                "knowledge/west-peer/west-peer.md"]
-    on = search(vault, QUERY, options=TIES, log_access=False)
+    on = search(vault, QUERY, options=TIES.model_copy(update={"use_community": True}),
+                log_access=False)
     assert [n.path for n in on.results][3:5] == ["knowledge/west-peer/west-peer.md",
                                                  "knowledge/east-peer/east-peer.md"]
     assert _node(on, "knowledge/west-peer/west-peer.md").factors["community"] == 1.2

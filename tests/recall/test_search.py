@@ -256,9 +256,11 @@ def test_render_follows_the_seed_layout(make_vault: VaultFactory) -> None:
 def test_as_dict_is_json_and_carries_every_field(make_vault: VaultFactory) -> None:
     vault = _chain_vault(make_vault)
     data = json.loads(json.dumps(search(vault, QUERY, log_access=False).as_dict()))
-    assert set(data) == {"query", "results", "expansion", "signals_freshness", "warnings"}
+    assert set(data) == {"query", "results", "expansion", "signals_freshness", "warnings",
+                         "index_freshness"}
     node = data["results"][0]
-    assert set(node) == {"path", "title", "description", "score", "factors", "chunks"}
+    assert set(node) == {"path", "title", "description", "score", "factors", "chunks",
+                         "match", "weak"}
     assert set(node["chunks"][0]) == {"block_id", "start_line", "end_line", "text", "score"}
 
 
@@ -290,9 +292,11 @@ def test_cli_search_exposes_the_pipeline(make_vault: VaultFactory) -> None:
     assert first["path"] == "knowledge/a/a.md" and len(first["chunks"]) == 1
     assert set(first["factors"]) == {"base", "centrality", "community", "recency", "layer"}
     assert max(e["depth"] for e in data["expansion"]) == 2
-    text = runner.invoke(cli, ["search", QUERY, "--vault", str(vault.root), "--prefix",
+    text = runner.invoke(cli, ["search", QUERY, "--vault", str(vault.root), "--path-prefix",
                                "knowledge/b"], env=env)
-    assert text.exit_code == 0 and text.output.startswith("==========")
+    # b holds nothing about the query: the floor says so instead of padding (DESIGN §7)
+    assert text.exit_code == 0 and text.output.startswith("No good match")
+    assert "knowledge/b/b.md" in text.output
     log = json.loads((vault.root / "meta" / "access_log.json").read_text(encoding="utf-8"))
     assert "knowledge/a/a.md" in log["entries"]
 

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reme_agent.engine.links import LinkResolver, extract_links
-from reme_agent.engine.parser import parse_note
+from reme_agent.engine.parser import normalize_eol, parse_note
 from reme_agent.errors import ParseError, ReMeError
 from reme_agent.recall.search import search, search_blocks
 from reme_agent.toolkit.agentscope import build_toolkit
@@ -60,7 +60,7 @@ MARKDOWN = st.lists(st.one_of(MD_PIECES, st.text(max_size=8)), max_size=60).map(
 @given(MARKDOWN)
 def test_parser_never_raises_and_spans_stay_in_the_file(text: str) -> None:
     note = parse_note("fuzz.md", text)
-    n_lines = text.replace("\r\n", "\n").count("\n") + 1
+    n_lines = normalize_eol(text).count("\n") + 1
     last = 0
     for block in note.blocks:
         assert 1 <= block.start_line <= block.end_line <= n_lines

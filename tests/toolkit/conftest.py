@@ -176,6 +176,20 @@ def vault(tmp_path: Path, templates: dict[str, Path]) -> Iterator[Vault]:
 
 
 @pytest.fixture
+def make_vault(tmp_path: Path) -> Iterator[Any]:
+    """build(notes) -> an indexed vault of just these notes, closed after the test."""
+    made: list[Vault] = []
+
+    def make(notes: dict[str, str], name: str = "vault") -> Vault:
+        made.append(build(tmp_path / name, notes))
+        return made[-1]
+
+    yield make
+    for v in made:
+        v.close()
+
+
+@pytest.fixture
 def messy(tmp_path: Path, templates: dict[str, Path]) -> Iterator[Vault]:
     v = clone(templates["messy"], tmp_path / "messy")
     yield v

@@ -50,7 +50,7 @@ def test_lint_command_reports_and_strict_fails(messy) -> None:
     code, out, _ = run(messy, "lint", "--json")
     data = json.loads(out)
     assert code == 0 and {k: v["count"] for k, v in data.items()} == {
-        "dangling": 2, "orphans": 1, "collisions": 1, "schema": 1}
+        "dangling": 2, "orphans": 1, "collisions": 1, "alias_links": 0, "schema": 1}
     code, out, _ = run(messy, "lint", "--strict")
     assert code == 1 and "== schema ==" in out
 

@@ -14,16 +14,19 @@ from tests.toolkit.conftest import call_toolkit, vault_hash
 
 CONTRACT: dict[str, tuple[str, list[str], bool, bool]] = {
     # name: (group, parameters after vault, read_only, destructive)
-    "search": ("retrieve", ["query", "limit", "path_prefix", "include_archived"], True, False),
+    "search": ("retrieve", ["query", "limit", "path_prefix", "layers", "include_archived",
+                            "expand_depth", "top_chunks_per_path", "query_rewrite"], True, False),
     "graph_traverse": ("retrieve", ["seeds", "direction", "depth", "predicates",
                                     "exclude_archived", "max_nodes"], True, False),
     "list": ("read", ["folder", "recursive", "glob", "where", "limit"], True, False),
     "read": ("read", ["path", "start_line", "end_line"], True, False),
     "stat": ("read", ["path"], True, False),
     "property_read": ("read", ["path", "keys"], True, False),
+    "recent": ("read", ["timeframe", "folder", "limit"], True, False),
     "write": ("write", ["path", "body", "frontmatter", "text", "overwrite", "stamp"], False, False),
     "property_update": ("write", ["path", "properties", "stamp"], False, False),
     "property_delete": ("write", ["path", "keys", "stamp"], False, False),
+    "link_remove": ("write", ["path", "links", "reason", "stamp"], False, True),
     "tags_list": ("tags", ["folder", "limit"], True, False),
     "tags_stat": ("tags", ["tag", "folder"], True, False),
     "move": ("fileops", ["src", "dst"], False, True),
@@ -40,6 +43,7 @@ CONTRACT: dict[str, tuple[str, list[str], bool, bool]] = {
     "lint_orphans": ("lint", ["folder"], True, False),
     "lint_collisions": ("lint", ["folder"], True, False),
     "lint_schema": ("lint", ["folder"], True, False),
+    "lint_alias_links": ("lint", ["folder"], True, False),
 }
 
 
@@ -102,13 +106,14 @@ def test_agentscope_flags_follow_the_table(vault) -> None:
         assert decision.behavior.value == want, spec.name
         job_tool = asyncio.run(unattended.get_tool(spec.name))
         assert asyncio.run(job_tool.check_permissions({}, None)).behavior.value == "allow"
-    assert {s.name for s in TOOLS if s.needs_confirmation({})} == {"delete", "move"}
+    assert {s.name for s in TOOLS if s.needs_confirmation({})} == {"delete", "move",
+                                                                      "link_remove"}
 
 
 def test_groups_and_only_narrow_the_toolkit(vault) -> None:
     names = [s.name for s in select(groups=["retrieve", "lint"])]
     assert names == ["search", "graph_traverse", "lint_dangling", "lint_orphans",
-                     "lint_collisions", "lint_schema"]
+                     "lint_collisions", "lint_schema", "lint_alias_links"]
     toolkit = build_toolkit(vault, only=["search", "read", "write"], tier="expert")
     got = [s["function"]["name"] for s in asyncio.run(toolkit.get_tool_schemas())]
     assert got == ["search", "read", "write"]
@@ -158,9 +163,12 @@ GOOD_CALLS: dict[str, tuple[dict, str]] = {
     "read": ({"path": BM25}, "stamp "),
     "stat": ({"path": BM25}, "links_in: 3"),
     "property_read": ({"path": BM25}, "role: concept"),
+    "recent": ({"folder": "knowledge"}, "edited: knowledge/"),
     "write": ({"path": "knowledge/new/new.md", "body": "# New\n"}, "Created knowledge/new/new.md"),
     "property_update": ({"path": BM25, "properties": {"importance": 6}}, "Updated"),
     "property_delete": ({"path": BM25, "keys": ["aliases"]}, "Updated"),
+    "link_remove": ({"path": BM25, "links": ["part_of:: [[hybrid search]]"],
+                     "reason": "test"}, "Removed 1 link(s)"),
     "tags_list": ({}, "#search (3)"),
     "tags_stat": ({"tag": "ranking"}, BM25),
     "move": ({"src": "resource/paper.pdf", "dst": "resource/papers/bm25.pdf"}, "rewrote 1 link"),
@@ -177,6 +185,7 @@ GOOD_CALLS: dict[str, tuple[dict, str]] = {
     "lint_orphans": ({}, "No orphans."),
     "lint_collisions": ({}, "No name collisions."),
     "lint_schema": ({}, "No notes with schema errors."),
+    "lint_alias_links": ({}, "No links Obsidian does not resolve."),
 }
 BAD_CALLS: dict[str, dict] = {
     "search": {"query": "   "},
@@ -185,9 +194,11 @@ BAD_CALLS: dict[str, dict] = {
     "read": {"path": "knowledge/none.md"},
     "stat": {"path": "/etc/passwd"},
     "property_read": {"path": "resource/paper.pdf"},
+    "recent": {"timeframe": "last tuesday"},
     "write": {"path": BM25, "body": "x"},
     "property_update": {"path": BM25, "properties": {"importance": 99}},
     "property_delete": {"path": BM25, "keys": []},
+    "link_remove": {"path": BM25, "links": ["[[nowhere]]"], "reason": "test"},
     "tags_list": {"limit": 0},
     "tags_stat": {"tag": ""},
     "move": {"src": BM25, "dst": "knowledge/hybrid-search/hybrid-search.md"},
@@ -203,6 +214,7 @@ BAD_CALLS: dict[str, dict] = {
     "lint_orphans": {"folder": "nowhere"},
     "lint_collisions": {"folder": "nowhere"},
     "lint_schema": {"folder": ["knowledge"]},
+    "lint_alias_links": {"folder": "nowhere"},
 }
 
 

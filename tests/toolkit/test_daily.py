@@ -101,7 +101,7 @@ def test_status_refuses_reverse_and_skipping_moves(vault, path, status, match) -
 
 def test_status_refuses_non_daily_paths_and_bad_values(vault) -> None:
     before = vault_hash(vault)
-    with pytest.raises(InvalidArgument, match="not a daily workspace"):
+    with pytest.raises(InvalidArgument, match="not a daily note"):
         daily_status(vault, "knowledge/bm25/bm25.md", "distilled")
     with pytest.raises(InvalidArgument, match="'status'"):
         daily_status(vault, TUNING, "done")

@@ -24,12 +24,12 @@ def read(vault, path: str) -> str:
 
 
 # -- move ---------------------------------------------------------------------------------
-def test_move_rewrites_chinese_inbound_links_keeping_alias_and_predicate(vault) -> None:
+def test_move_rewrites_chinese_inbound_links_keeping_style_alias_and_predicate(vault) -> None:
     got = move(vault, VEC, VEC_NEW)
     assert not (vault.root / VEC).exists() and (vault.root / VEC_NEW).is_file()
-    assert f"uses:: [[{BM25}|BM25]], [[{VEC_NEW}]]" in read(vault, HYBRID)
-    assert f"[owns:: [[{VEC_NEW}|向量检索模块]]]" in read(vault, ZHANG)
-    assert f"[[{VEC_NEW}|vector search]]" in read(vault, DAILY)
+    assert f"uses:: [[{BM25}|BM25]], [[{VEC_NEW}]]" in read(vault, HYBRID)  # a path stays a path
+    assert "[owns:: [[vector-search|向量检索模块]]]" in read(vault, ZHANG)  # a name stays a name
+    assert "[[vector-search|vector search]]" in read(vault, DAILY)
     assert "- related:: [[hybrid-search|混合检索]]" in read(vault, VEC_NEW)  # still resolves
     assert {r["path"] for r in got["rewritten"]} == {HYBRID, ZHANG, DAILY}
     assert lint_dangling(vault)["count"] == 0
@@ -38,18 +38,30 @@ def test_move_rewrites_chinese_inbound_links_keeping_alias_and_predicate(vault) 
     assert {e["predicate"] for e in back["edges"]} == {"uses", "owns", None}
 
 
-def test_move_rewrites_english_short_and_alias_links(vault) -> None:
+def test_move_rewrites_english_short_and_alias_links_in_their_own_style(vault) -> None:
     new = "knowledge/okapi-bm25/okapi-bm25.md"
     move(vault, BM25, new)
     text = read(vault, HYBRID)
-    assert f"([[{new}]])" in text and f"uses:: [[{new}|BM25]], [[{VEC}]]" in text
+    # [[bm25]] would now resolve only through BM25's title (not in Obsidian): renamed, as
+    # Obsidian renames it; the path link keeps its path form and its shown text
+    assert "([[okapi-bm25]])" in text and f"uses:: [[{new}|BM25]], [[{VEC}]]" in text
     assert f"See [[{new}]] and" in read(vault, DAILY)
     assert lint_dangling(vault)["count"] == 0
 
 
 def test_move_rewrites_links_a_new_name_would_make_ambiguous(vault) -> None:
     move(vault, "daily/2026-11-29/refactor/refactor.md", "daily/2026-11-29/bm25/bm25.md")
-    assert f"([[{BM25}]])" in read(vault, HYBRID)   # [[bm25]] would now be ambiguous
+    # [[bm25]] would now be ambiguous: the shortest unambiguous form is the full path
+    assert "([[knowledge/bm25/bm25]])" in read(vault, HYBRID)
+    assert lint_dangling(vault)["count"] == 0
+
+
+def test_move_leaves_links_that_still_resolve_by_name_untouched(vault) -> None:
+    before = read(vault, ZHANG), read(vault, DAILY)
+    got = move(vault, VEC, "knowledge/archive/向量检索.md")  # same name, another folder
+    assert (read(vault, ZHANG), read(vault, DAILY)) == before  # [[向量检索|...]] still resolves
+    assert "[[knowledge/archive/向量检索.md]]" in read(vault, HYBRID)  # the path link follows
+    assert {r["path"] for r in got["rewritten"]} == {HYBRID}
     assert lint_dangling(vault)["count"] == 0
 
 

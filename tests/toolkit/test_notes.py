@@ -144,7 +144,7 @@ def test_write_refuses_dropping_existing_links(vault) -> None:
     before = vault_hash(vault)
     with pytest.raises(ConservationViolation) as err:
         write_note(vault, HYBRID, body="# Hybrid search\n\nRewritten without links.\n",
-                   overwrite=True)
+                   overwrite=True, stamp=vault.store.stamp(HYBRID))
     assert ("knowledge/bm25/bm25.md", "uses") in err.value.missing
     assert "uses:: [[knowledge/bm25/bm25.md]]" in str(err.value)
     assert vault_hash(vault) == before
@@ -153,7 +153,7 @@ def test_write_refuses_dropping_existing_links(vault) -> None:
 def test_write_accepts_links_rewritten_to_full_paths(vault) -> None:
     old = (vault.root / HYBRID).read_text(encoding="utf-8")
     new = old.replace("([[bm25]])", "([[knowledge/bm25/bm25.md|bm25]])")
-    write_note(vault, HYBRID, text=new, overwrite=True)
+    write_note(vault, HYBRID, text=new, overwrite=True, stamp=vault.store.stamp(HYBRID))
     assert (vault.root / HYBRID).read_text(encoding="utf-8") == new
 
 
@@ -183,7 +183,7 @@ def test_write_refuses_a_status_jump(vault) -> None:
     text = (vault.root / path).read_text(encoding="utf-8")
     with pytest.raises(InvalidArgument, match="skipping a step"):
         write_note(vault, path, text=text.replace("status: active", "status: archived"),
-                   overwrite=True)
+                   overwrite=True, stamp=vault.store.stamp(path))
 
 
 # -- property_update / property_delete ----------------------------------------------------
@@ -268,4 +268,13 @@ def test_wrong_types_from_the_model_are_refused_by_name(vault) -> None:
     assert state == "error" and "'properties'" in text
     state, text = call_toolkit(tk, "read", path=BM25, start_line="first")
     assert state == "error" and "start_line" in text
+    assert vault_hash(vault) == before
+
+
+def test_an_overwrite_without_the_stamp_of_a_read_is_refused(vault) -> None:
+    """G5: an agent can no longer overwrite blind; the refusal says how to do it right."""
+    before = vault_hash(vault)
+    with pytest.raises(InvalidArgument, match="without its stamp") as err:
+        write_note(vault, BM25, body="blind\n", overwrite=True)
+    assert "Read" in str(err.value) and "--force" in str(err.value)
     assert vault_hash(vault) == before

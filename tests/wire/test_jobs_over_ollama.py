@@ -18,7 +18,6 @@ from reme_agent.config import ModelSettings
 from reme_agent.errors import ConfigError
 from reme_agent.jobs.distiller import run_distiller
 from reme_agent.jobs.models import build_chat_model
-from reme_agent.jobs.queue import JobQueue
 from reme_agent.jobs.synchronizer import run_synchronizer
 from tests.jobs.conftest import AUTH, DAILY_JWT, JWT, TODAY, text_of
 from tests.wire.conftest import MODEL, read_answer
@@ -56,7 +55,7 @@ def test_every_parameter_reaches_ollama_with_its_type(wire_vault) -> None:
     """The ollama client drops `anyOf`: optional parameters must travel as type lists."""
     with ScriptedLLMServer(["ok"]) as server:
         vault = wire_vault(server, provider="ollama")
-        run_distiller(vault, [DAILY_JWT], today=TODAY, queue=JobQueue(), flip_status=False)
+        run_distiller(vault, [DAILY_JWT], today=TODAY, flip_status=False)
 
     tools = {t["function"]["name"]: t["function"]["parameters"]
              for t in server.bodies[0]["tools"]}
@@ -83,7 +82,7 @@ def test_distiller_rewrites_a_note_with_the_stamp_it_read_over_ollama(wire_vault
         "Done.",
     ]) as server:
         vault = wire_vault(server, provider="ollama", stream=stream)
-        result = run_distiller(vault, [DAILY_JWT], today=TODAY, queue=JobQueue())
+        result = run_distiller(vault, [DAILY_JWT], today=TODAY)
 
     assert result.ok and result.error is None, result.error
     assert "every 30 days." in text_of(vault, JWT) and result.flipped == [DAILY_JWT]

@@ -13,7 +13,6 @@ import json
 import pytest
 
 from reme_agent.jobs.distiller import run_distiller
-from reme_agent.jobs.queue import JobQueue
 from reme_agent.jobs.synchronizer import run_synchronizer
 from reme_agent.toolkit.notes import property_read
 from tests.jobs.conftest import AUTH, DAILY_JWT, JWT, TODAY, ZHANG, text_of, vault_hash
@@ -87,7 +86,7 @@ def test_distiller_rewrites_a_note_with_the_stamp_it_read_over_the_wire(wire_vau
         "Updated the rotation period.",
     ]) as server:
         vault = wire_vault(server, stream=stream)
-        result = run_distiller(vault, [DAILY_JWT], today=TODAY, queue=JobQueue())
+        result = run_distiller(vault, [DAILY_JWT], today=TODAY)
 
     assert result.ok and result.error is None, result.error
     text = text_of(vault, JWT)
@@ -119,7 +118,7 @@ def test_a_refused_write_travels_back_as_a_tool_result(wire_vault) -> None:
     ]) as server:
         vault = wire_vault(server)
         before = vault_hash(vault)
-        result = run_distiller(vault, [DAILY_JWT], today=TODAY, queue=JobQueue(),
+        result = run_distiller(vault, [DAILY_JWT], today=TODAY,
                                flip_status=False)
 
     (back,) = tool_messages(server.bodies[1])

@@ -43,7 +43,6 @@ from pydantic import BaseModel, TypeAdapter
 
 from reme_agent.jobs.distiller import run_distiller
 from reme_agent.jobs.models import build_chat_model
-from reme_agent.jobs.queue import JobQueue
 from reme_agent.jobs.synchronizer import run_synchronizer
 from reme_agent.jobs.tools import JOB_TOOLS
 from reme_agent.toolkit.agentscope import build_toolkit
@@ -162,7 +161,7 @@ def sent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, list[di
     with ScriptedLLMServer(["ok", "ok"]) as server:
         vault = build(root / "vault", NOTES, wire_settings(server))
         run_synchronizer(vault, [{"role": "user", "content": "hi"}], today=TODAY)
-        run_distiller(vault, [DAILY_JWT], today=TODAY, queue=JobQueue(), flip_status=False)
+        run_distiller(vault, [DAILY_JWT], today=TODAY, flip_status=False)
     captured["synchronizer"], captured["distiller"] = (b["tools"] for b in server.bodies)
     captured["service"] = reply(build_toolkit(vault, extra=JOB_TOOLS), ["ok"]).bodies[0]["tools"]
     groups = {f"memory_{g}": True for g in GROUPS}

@@ -325,6 +325,71 @@ class KeywordProjection:
             extra = {d: float(dense[s]) for d in also if (s := slot_of.get(d)) is not None}
             return self._ranked(dense, matched, k, allowed), extra
 
+    def coverage(self, tokens: list[str], doc_ids: Iterable[str],
+                 also_held: Iterable[str] = ()) -> dict[str, float]:
+        """Share of the query's distinct terms, weighted by idf, that each document holds.
+
+        A comparable-across-queries measure of keyword evidence (BM25 itself is not): 1.0
+        when a document holds every term, 0.0 when none. idf here is ``log(1 + (N - df +
+        0.5) / (df + 0.5))`` (always positive), so a term the corpus never saw weighs most:
+        a query about something absent scores low everywhere. ``also_held`` are terms to
+        count as held by every document (e.g. the tokens of a name the query matched).
+        """
+        uniq = list(dict.fromkeys(tokens))
+        with self._lock:
+            if not uniq:
+                return {d: 0.0 for d in doc_ids}
+            n_docs = float(len(self._slot))
+            tids = [self._tid.get(t) for t in uniq]
+            df = np.array([self._df[t] if t is not None else 0 for t in tids], dtype=np.float64)
+            weights = np.log1p((n_docs - df + 0.5) / (df + 0.5))
+            total = float(weights.sum())
+            weight_of = {t: w for t, w in zip(tids, weights.tolist(), strict=True)
+                         if t is not None}
+            extra = {self._tid.get(t) for t in also_held} & weight_of.keys()
+            out: dict[str, float] = {}
+            for doc in doc_ids:
+                slot = self._slot.get(doc)
+                held = self._doc_tids[slot] if slot is not None else None
+                if total <= 0 or not weight_of:
+                    out[doc] = 0.0
+                    continue
+                have = (set(held.tolist()) & weight_of.keys() if held is not None else set())
+                out[doc] = sum(weight_of[t] for t in have | extra) / total
+            return out
+
+    def containing_all(self, tokens: list[str], k: int) -> list[str]:
+        """Up to ``k`` documents holding every distinct term of ``tokens``, best BM25 first:
+        where a verbatim phrase can be (recall checks the text)."""
+        uniq = list(dict.fromkeys(tokens))
+        with self._lock:
+            if not uniq or k <= 0 or any(t not in self._tid for t in uniq):
+                return []
+            dense, _ = self._dense(uniq)
+            count = np.zeros(len(self._ids), dtype=np.int32)
+            for term in uniq:
+                tid = self._tid[term]
+                packed = np.frombuffer(self._post[tid], dtype=np.int64)
+                if self._stale[tid]:
+                    packed = packed[self._valid(packed)]
+                count[(packed >> _TF_BITS) & _SLOT_MASK] += 1
+            every = np.flatnonzero(count == len(uniq))
+            return [d for d, _ in self._ranked(dense, every, k, None)]
+
+    def known_share(self, tokens: list[str]) -> float:
+        """Share of the query's distinct terms (idf-weighted as in `coverage`) that occur in
+        any document: low when the query is about words the corpus never saw."""
+        uniq = list(dict.fromkeys(tokens))
+        if not uniq:
+            return 0.0
+        with self._lock:
+            n_docs = float(len(self._slot))
+            df = np.array([self._df[t] if (t := self._tid.get(u)) is not None else 0
+                           for u in uniq], dtype=np.float64)
+        weights = np.log1p((n_docs - df + 0.5) / (df + 0.5))
+        total = float(weights.sum())
+        return float(weights[df > 0].sum()) / total if total > 0 else 0.0
+
     def query(
         self, text: str, k: int, allowed: Callable[[str], bool] | None = None
     ) -> list[tuple[str, float]]:

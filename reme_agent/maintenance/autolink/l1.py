@@ -1,11 +1,12 @@
-"""Auto-link L1: unlinked mentions of known nodes become additive `[[path.md|mention]]` links.
+"""Auto-link L1: unlinked mentions of known nodes become additive `[[name|mention]]` links.
 
-DESIGN §9 (auto-link L1), §5 (CAS with at most 3 redos, E-1), §4 (link syntax: jobs write full
-paths with `.md`); seed auto_link_design.md §1.2 (additive, original text kept byte for byte),
+DESIGN §9 (auto-link L1), §5 (CAS with at most 3 redos, E-1), §4 (links are written in the
+vault's link style, `engine.linkstyle`: ``[[bm25|BM25]]``, ``[[bm25]]`` when the mention is
+the name itself, a path only when the name is ambiguous); seed auto_link_design.md §1.2 (additive, original text kept byte for byte),
 §2.2 (ambiguous mentions: the model picks one candidate or none), §2.3 (concurrency via CAS).
 
 The edit is planned on the raw body (frontmatter bytes and line endings untouched), then proved
-mechanically: the new body minus every added ``[[path|`` and ``]]`` must equal the old body, each
+mechanically: the new body minus every added ``[[target|`` and ``]]`` must equal the old body, each
 insertion must parse as a link to its target, and no existing edge may be lost. A plan that
 fails the proof is refused, never written.
 
@@ -35,6 +36,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from reme_agent.engine.links import Link, LinkResolver, extract_links, line_kinds
+from reme_agent.engine.linkstyle import link_target
 from reme_agent.engine.parser import split_note
 from reme_agent.errors import AdditiveCheckFailed, NoteNotFound, NotText
 from reme_agent.maintenance.autolink.common import (
@@ -72,7 +74,9 @@ Status = Literal["linked", "would_link", "unchanged", "skipped", "refused", "con
 
 @dataclass(frozen=True)
 class AddedLink:
-    """A mention at [start, end) of the old body, to become ``[[target|text]]``."""
+    """A mention at [start, end) of the old body, to become ``[[written|text]]`` (or
+    ``[[text]]`` when the mention is the link target itself); `target` is the note's path,
+    `written` the target text in the vault's link style (the path until it is set)."""
 
     start: int
     end: int
@@ -80,10 +84,12 @@ class AddedLink:
     text: str
     chosen_by: Literal["name", "model"] = "name"
     kind: MentionKind = "exact"
+    written: str | None = None
 
     @property
     def opening(self) -> str:
-        return f"[[{self.target}|"
+        shown = self.written or self.target
+        return "[[" if shown == self.text else f"[[{shown}|"
 
     def insertions(self) -> tuple[Insertion, Insertion]:
         return Insertion(self.start, self.opening), Insertion(self.end, "]]")
@@ -144,6 +150,7 @@ class L1Context:
     first_mention_only: bool = True
     judge: Judge | None = None
     max_redos: int = 3
+    style: str = "shortest"
     fuzzy: FuzzyMatcher | None = None
     similarity: Similarity | None = None
     near_similarity: float = 0.7
@@ -155,10 +162,10 @@ class L1Context:
 
     @classmethod
     def build(cls, index: NameIndex, resolver: LinkResolver, *, first_mention_only: bool = True,
-              judge: Judge | None = None, max_redos: int = 3, fuzzy: bool = False,
-              similarity: Similarity | None = None, near_similarity: float = 0.7,
-              judge_batch: int = 10) -> L1Context:
-        return cls(index, Matcher(index), resolver, first_mention_only, judge, max_redos,
+              judge: Judge | None = None, max_redos: int = 3, style: str = "shortest",
+              fuzzy: bool = False, similarity: Similarity | None = None,
+              near_similarity: float = 0.7, judge_batch: int = 10) -> L1Context:
+        return cls(index, Matcher(index), resolver, first_mention_only, judge, max_redos, style,
                    FuzzyMatcher(index) if fuzzy else None, similarity, near_similarity,
                    max(1, judge_batch))
 
@@ -281,7 +288,8 @@ def plan_links(ctx: L1Context, path: str, body: str,
         if link.target in linked or (ctx.first_mention_only and link.target in seen):
             continue
         seen.add(link.target)
-        plan.links.append(link)
+        written = link_target(link.target, ctx.resolver, ctx.style, path)
+        plan.links.append(replace(link, written=written))
     return plan
 
 
@@ -377,8 +385,9 @@ def check_additive(path: str, old_body: str, new_body: str, links: list[AddedLin
     shift = 0
     for link in sorted(links, key=lambda x: x.start):
         got = parsed.get(link.start + shift)
-        if got is None or got.target != link.target or got.alias != link.text.strip():
-            raise AdditiveCheckFailed(path, f"[[{link.target}|{link.text}]] would not parse "
+        if got is None or got.target != (link.written or link.target) \
+                or (got.alias or got.target) != link.text.strip():
+            raise AdditiveCheckFailed(path, f"{link.opening}{link.text}]] would not parse "
                                             "as that link")
         shift += len(link.opening) + 2
 

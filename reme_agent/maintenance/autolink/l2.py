@@ -15,7 +15,7 @@ Decisions where DESIGN is silent:
   first, so a run's model cost is bounded.
 - The line goes into the first node of the pair in path order and links the other. If the
   body already ends with our "See also" line, the link is added to that line; otherwise a new
-  paragraph ``<label>: [[path|title]]`` is appended. Rerunning adds nothing: the pair is
+  paragraph ``<label>: [[name|title]]`` is appended (the link in the vault's link style). Rerunning adds nothing: the pair is
   linked now, and the writer also checks the note does not link the target yet.
 """
 
@@ -28,6 +28,7 @@ import numpy as np
 
 from reme_agent.config import AutoLinkSettings
 from reme_agent.engine.links import LinkResolver, extract_links
+from reme_agent.engine.linkstyle import format_link
 from reme_agent.engine.parser import split_note
 from reme_agent.errors import AdditiveCheckFailed
 from reme_agent.maintenance.autolink.common import (
@@ -80,9 +81,8 @@ def _alias(node: Node) -> str:
     return title if title and not set("[]|") & set(title) else node.path.rsplit("/", 1)[-1][:-3]
 
 
-def see_also_insertion(body: str, target: str, shown: str, label: str) -> Insertion:
-    """Where and what to insert so `body` ends with a "See also" link to `target`."""
-    link = f"[[{target}|{shown}]]"
+def see_also_insertion(body: str, link: str, label: str) -> Insertion:
+    """Where and what to insert so `body` ends with a "See also" `link` (``[[...]]``)."""
     stripped = body.rstrip("\n")
     last_line = stripped.rsplit("\n", 1)[-1]
     if stripped and last_line.startswith(f"{label}: [["):
@@ -102,7 +102,7 @@ def _tail(body: str, label: str, link: str) -> str:
 
 def append_see_also(vault: Vault, source: str, target: Node, *, label: str,
                     resolver: LinkResolver, max_redos: int = 3,
-                    dry_run: bool = False) -> str:
+                    dry_run: bool = False, style: str = "shortest") -> str:
     """Additively link `target` from the end of `source`; 'written', 'unchanged', ... ."""
     def edit(text: str) -> str | None:
         parts = split_note(text, source)
@@ -111,7 +111,8 @@ def append_see_also(vault: Vault, source: str, target: Node, *, label: str,
             raise AdditiveCheckFailed(source, f"malformed frontmatter ({parts.error})")
         if any(resolver.resolve(x.target, source) == target.path for x in extract_links(body)):
             return None  # linked already (idempotent rerun)
-        ins = see_also_insertion(body, target.path, _alias(target), label)
+        link = format_link(target.path, resolver, style, _alias(target), source)
+        ins = see_also_insertion(body, link, label)
         new_body = apply_insertions(body, [ins])
         check_insertions(source, body, new_body, [ins])
         if not any(resolver.resolve(x.target, source) == target.path
@@ -160,6 +161,7 @@ def run_l2(vault: Vault, index: NameIndex, resolver: LinkResolver, judge: Judge,
             declined.append(row)
             continue
         status = append_see_also(vault, q.source.path, q.target, label=settings.see_also_label,
+                                 style=vault.settings.links.style,
                                  resolver=resolver, max_redos=max_redos, dry_run=dry_run)
         if status in ("written", "dry_run"):
             added.append(row)

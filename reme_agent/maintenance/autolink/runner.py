@@ -6,8 +6,8 @@ seed auto_link_design.md §1.4 (triggers: inline post-write, periodic batch, man
 - Batch (`AutoLinker.run`): L1 over every writable note (knowledge + closed daily), then L2,
   L3 and L4 over knowledge nodes, as asked. Re-indexing happens once, after the L1 pass.
 - Manual (`AutoLinker.link_note`): L1 on one note.
-- Inline (`AutoLinker.handle`): one `autolink` item of the job queue (the wiring,
-  `register_consumer` / `AutoLinkWorker`, lives in `jobs/autolink_job.py`). For an item about
+- Inline (`AutoLinker.handle`): one `autolink` item of the follow-up queue (the wiring and
+  the drainers live in `jobs/followups.py`; writers never wait for them). For an item about
   a knowledge node it links mentions *in* the node and mentions *of* the node in other notes
   (a new split child gets its inbound links at once, §1.4).
 
@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from reme_agent.config import AutoLinkSettings
 from reme_agent.engine.parser import split_note
+from reme_agent.engine.progress import SILENT, Progress
 from reme_agent.errors import InvalidArgument, ModelNotConfigured, ReMeError
 from reme_agent.maintenance.autolink.common import source_refusal
 from reme_agent.maintenance.autolink.judge import Judge
@@ -33,6 +34,7 @@ from reme_agent.maintenance.autolink.l1 import L1Context, NoteResult, link_note,
 from reme_agent.maintenance.autolink.names import NameIndex, fold, is_knowledge_node
 from reme_agent.maintenance.autolink.normalize import name_keys, normalize
 from reme_agent.maintenance.autolink.semantic import NameSimilarity
+from reme_agent.maintenance.followups import AUTOLINK
 
 if TYPE_CHECKING:
     from reme_agent.engine.view import VaultView
@@ -43,7 +45,7 @@ log = logging.getLogger("reme_agent.autolink")
 __all__ = ["LEVELS", "QUEUE_KIND", "AutoLinkReport", "AutoLinker", "parse_levels"]
 
 LEVELS = ("L1", "L2", "L3", "L4")
-QUEUE_KIND = "autolink"
+QUEUE_KIND = AUTOLINK
 
 
 class Item(Protocol):
@@ -140,6 +142,7 @@ class AutoLinker:
         return L1Context.build(index, scan.resolver,
                                first_mention_only=self.settings.first_mention_only,
                                judge=self.judge, max_redos=self.max_redos,
+                               style=self.vault.settings.links.style,
                                fuzzy=self.settings.fuzzy, similarity=self.similarity,
                                near_similarity=self.settings.near_similarity,
                                judge_batch=self.settings.judge_batch)
@@ -207,7 +210,8 @@ class AutoLinker:
                 yield path, parts.body
 
     def run_l1(self, paths: Collection[str] | None = None, *, dry_run: bool = False,
-               refresh: bool = True, ctx: L1Context | None = None) -> dict[str, Any]:
+               refresh: bool = True, ctx: L1Context | None = None,
+               progress: Progress = SILENT) -> dict[str, Any]:
         """L1 over the given notes or folders (default: the whole vault)."""
         ctx = ctx or self.context()
         changed: list[dict[str, Any]] = []
@@ -218,8 +222,13 @@ class AutoLinker:
         explicit = bool(paths)
         sources = self._sources(paths)
 
+        bar = progress("auto-link L1", len(sources), "note")
+
         def one(path: str) -> NoteResult:
-            return link_note(self.vault, path, ctx, dry_run=dry_run, refresh=False)
+            try:
+                return link_note(self.vault, path, ctx, dry_run=dry_run, refresh=False)
+            finally:
+                bar.update(1)
 
         if ctx.fuzzy is not None and len(sources) > 1:
             prefetch(ctx, self._bodies(sources))  # near windows embedded in large batches
@@ -227,11 +236,14 @@ class AutoLinker:
         # Notes are independent and each write is its own CAS, so threads are safe; they pay
         # off because the store fsyncs every write and fsyncs overlap (planning holds the GIL).
         workers = min(self.settings.workers, max(1, len(sources)))
-        if workers > 1:
-            with ThreadPoolExecutor(workers, thread_name_prefix="reme-autolink") as pool:
-                results = list(pool.map(one, sources))
-        else:
-            results = [one(p) for p in sources]
+        try:
+            if workers > 1:
+                with ThreadPoolExecutor(workers, thread_name_prefix="reme-autolink") as pool:
+                    results = list(pool.map(one, sources))
+            else:
+                results = [one(p) for p in sources]
+        finally:
+            bar.close()
         for path, res in zip(sources, results, strict=True):
             if res.status == "skipped":
                 if explicit and res.reason:
@@ -255,8 +267,11 @@ class AutoLinker:
     # -- the batch ---------------------------------------------------------------------
     def run(self, levels: str | Iterable[str] | None = None, *,
             paths: Collection[str] | None = None, dry_run: bool = False,
-            refresh: bool = True) -> AutoLinkReport:
-        """Run the given levels (default: settings.levels) in order L1, L2, L3, L4."""
+            refresh: bool = True, progress: Progress = SILENT) -> AutoLinkReport:
+        """Run the given levels (default: settings.levels) in order L1, L2, L3, L4.
+
+        `progress` shows L1's notes, the index run and the L2-L4 levels (none by default).
+        """
         wanted = parse_levels(levels, self.settings.levels)
         if self.judge is None and {"L2", "L3"} & set(wanted):
             raise ModelNotConfigured("auto-link " + "/".join(lv for lv in wanted
@@ -264,24 +279,35 @@ class AutoLinker:
         started = time.perf_counter()
         report = AutoLinkReport(wanted, dry_run)
         if "L1" in wanted:
-            report.l1 = self.run_l1(paths, dry_run=dry_run, refresh=refresh)
-        if {"L2", "L3", "L4"} & set(wanted):
+            report.l1 = self.run_l1(paths, dry_run=dry_run, refresh=refresh,
+                                    progress=progress)
+        later = [lv for lv in wanted if lv != "L1"]
+        if later:
             from reme_agent.maintenance.autolink import l2, l3, l4
 
-            self.vault.index()  # vectors and graph must reflect the files (and the L1 links)
+            # vectors and graph must reflect the files (and the L1 links)
+            self.vault.index(progress=progress)
             scan = self.scan()
             ctx = self.context(scan)
             only = {p for p in self._sources(paths) if is_knowledge_node(p)} if paths else None
-            if "L2" in wanted:
-                assert self.judge is not None
-                report.l2 = l2.run_l2(self.vault, ctx.index, ctx.resolver, self.judge, self.settings,
-                                      dry_run=dry_run, max_redos=self.max_redos, only=only)
-            if "L3" in wanted:
-                assert self.judge is not None
-                report.l3 = l3.run_l3(self.vault, scan, ctx.index, self.judge, self.settings,
-                                      dry_run=dry_run, max_redos=self.max_redos, only=only)
-            if "L4" in wanted:
-                report.l4 = l4.run_l4(self.vault, ctx.index, self.settings, dry_run=dry_run)
+            bar = progress("auto-link " + "/".join(later), len(later), "level")
+            try:
+                if "L2" in wanted:
+                    assert self.judge is not None
+                    report.l2 = l2.run_l2(self.vault, ctx.index, ctx.resolver, self.judge,
+                                          self.settings, dry_run=dry_run,
+                                          max_redos=self.max_redos, only=only)
+                    bar.update(1)
+                if "L3" in wanted:
+                    assert self.judge is not None
+                    report.l3 = l3.run_l3(self.vault, scan, ctx.index, self.judge, self.settings,
+                                          dry_run=dry_run, max_redos=self.max_redos, only=only)
+                    bar.update(1)
+                if "L4" in wanted:
+                    report.l4 = l4.run_l4(self.vault, ctx.index, self.settings, dry_run=dry_run)
+                    bar.update(1)
+            finally:
+                bar.close()
         report.seconds = round(time.perf_counter() - started, 3)
         return report
 

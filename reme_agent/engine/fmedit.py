@@ -1,0 +1,212 @@
+"""Frontmatter edits that change only the lines of the keys they touch (DESIGN §3, §5).
+
+People keep the vault open in Obsidian and write its YAML by hand: flow lists
+(``tags: [person, team/payments]``), comments, quoting, blank lines, anchors, CRLF. An edit
+of one property must leave every other byte as it was, so nothing here re-renders a block:
+each top-level key's lines are found from the YAML parser's event marks, and only the lines
+of a changed key are replaced (rendered by `codec.render_entry`, in flow style when the old
+value was), removed, or added after the last key. The note's own line ending is used.
+
+The result is read back with the reader (same limits as every read): frontmatter the reader
+would refuse (over 64 KB, a bomb, a duplicate key) is never written, and an edit that would
+change any other key (e.g. one key's anchor is used by another key's alias) is refused
+rather than written wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from reme_agent.engine.codec import jsonable, render_entry
+from reme_agent.engine.parser import normalize_eol, restore_eol, split_note
+from reme_agent.errors import FrontmatterEditError
+
+__all__ = ["KeySpan", "edit_frontmatter", "key_spans"]
+
+_NODE_START = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
+_NODE_END = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
+
+
+@dataclass(frozen=True)
+class KeySpan:
+    """A top-level key's lines in the YAML text (0-based, inclusive); `flow` when its value
+    is a one-line ``[...]`` / ``{...}`` collection."""
+
+    key: str | None  # None: a key we cannot name (a complex `? [a, b]` key)
+    first: int
+    last: int
+    flow: bool
+
+
+def key_spans(fm: str) -> list[KeySpan] | None:
+    """Each top-level key's line span in `fm` (LF YAML text); None when the lines cannot
+    be told apart (a flow mapping ``{a: 1, b: 2}`` as the whole block, two keys on a line)."""
+    events = iter(yaml.parse(fm, Loader=yaml.SafeLoader))  # pure Python: marks are str offsets
+    top = None
+    for ev in events:
+        if isinstance(ev, yaml.DocumentStartEvent):
+            top = next(events)
+            break
+    if not isinstance(top, yaml.MappingStartEvent):
+        return []  # an empty block (or no mapping: the reader refuses it first)
+    if top.flow_style:
+        return None
+    spans: list[KeySpan] = []
+    for ev in events:
+        if isinstance(ev, yaml.MappingEndEvent):
+            break
+        key_end = _node_end(ev, events)
+        value = next(events)
+        end = max(key_end, _node_end(value, events))
+        first, last = _line_of(fm, ev.start_mark.index), _last_line(fm, end)
+        if spans and first <= spans[-1].last:
+            return None
+        flow = isinstance(value, _NODE_START) and bool(value.flow_style)
+        spans.append(KeySpan(_key_name(ev), first, last, flow))
+    return spans
+
+
+def _node_end(first: Any, events: Iterator[Any]) -> int:
+    """Offset just past the last character of the node that starts with `first`.
+
+    Block collections end where the next token starts (past comments and blank lines), so
+    their end is their last leaf's; a flow collection ends at its closing bracket.
+    """
+    if not isinstance(first, _NODE_START):
+        return first.end_mark.index
+    end = first.end_mark.index
+    stack = [bool(first.flow_style)]
+    while stack:
+        ev = next(events)
+        if isinstance(ev, _NODE_START):
+            stack.append(bool(ev.flow_style))
+        elif isinstance(ev, _NODE_END):
+            if stack.pop():
+                end = max(end, ev.end_mark.index)
+        else:
+            end = max(end, ev.end_mark.index)
+    return end
+
+
+def _line_of(text: str, index: int) -> int:
+    return text.count("\n", 0, index)
+
+
+def _last_line(text: str, end: int) -> int:
+    """Line of the last character before `end`, trailing blank lines left out (a block
+    scalar's span runs on over the blank lines after it)."""
+    last = _line_of(text, end - 1) if end > 0 else 0
+    lines = text.split("\n")
+    while last > 0 and last < len(lines) and not lines[last].strip():
+        last -= 1
+    return last
+
+
+def _key_name(ev: Any) -> str | None:
+    """The key as the reader names it (`codec.jsonable` keys: `1:` and `"1":` are "1")."""
+    if not isinstance(ev, yaml.ScalarEvent):
+        return None
+    if ev.style in ("'", '"', "|", ">") or ev.tag is not None:
+        return ev.value
+    try:
+        return str(jsonable({yaml.safe_load(ev.value): None}).popitem()[0])
+    except (yaml.YAMLError, ValueError, TypeError):
+        return ev.value
+
+
+def edit_frontmatter(text: str, set_: Mapping[str, Any] | None = None,
+                     remove: Iterable[str] = (), path: str = "") -> str:
+    """`text` with frontmatter keys set and removed, every other byte kept.
+
+    Raises ParseError when the note's frontmatter cannot be read (fix it first; a
+    duplicate key is named with its lines) and FrontmatterEditError when the edit would
+    produce frontmatter the reader refuses or would change a key it does not touch.
+    """
+    parts = split_note(text, path)
+    if parts.error is not None:
+        raise parts.error
+    old = parts.frontmatter
+    gone = [k for k in dict.fromkeys(remove) if k in old]
+    try:
+        wanted = {k: jsonable(v) for k, v in (set_ or {}).items()}
+    except ValueError as exc:
+        raise FrontmatterEditError(f"Refused property edit of {path!r}: {exc}.") from None
+    changed = {k: v for k, v in wanted.items() if k not in old or old[k] != v}
+    if not changed and not gone:
+        return text
+    expected = {k: v for k, v in old.items() if k not in gone} | wanted
+    eol = parts.eol
+    if not parts.head:
+        lead = "\ufeff" if text.startswith("\ufeff") else ""
+        block = "---\n" + "".join(render_entry(k, v) for k, v in changed.items()) + "---\n"
+        new_text = lead + restore_eol(block, eol) + text[len(lead):]
+    else:
+        new_text = _edit_head(parts.head, eol, changed, gone, path) + parts.body
+    _check(new_text, expected, path)
+    return new_text
+
+
+def _edit_head(head: str, eol: str, changed: Mapping[str, Any], gone: list[str],
+               path: str) -> str:
+    sep = "\r" if eol == "\r" else "\n"
+    raw = head.split(sep)  # fences + YAML lines; a CRLF line keeps its "\r"
+    tail = raw.pop()  # what follows the closing line's separator ("" normally)
+    opening, closing, yaml_lines = raw[0], raw[-1], raw[1:-1]
+    fm = normalize_eol(sep.join(yaml_lines) + (sep if yaml_lines else ""))
+    spans = key_spans(fm)
+    if spans is None:
+        raise FrontmatterEditError(
+            f"Cannot edit the properties of {path!r} line by line: its frontmatter is one "
+            "flow mapping ({...}) or has two keys on one line.",
+            "Rewrite the frontmatter with one key per line, or pass the whole text to `write`.")
+    line_end = "\r" if eol == "\r\n" else ""
+    by_key = {s.key: s for s in spans if s.key is not None}
+    out: list[str] = []
+    pos = 0
+    insert_at: int | None = None  # new keys go right after the last key, before a closing comment
+    for span in spans:
+        out += yaml_lines[pos:span.first]
+        pos = span.last + 1
+        if span.key in gone:
+            continue
+        if span.key in changed:
+            out += _rendered(span.key, changed[span.key], span.flow, line_end)
+        else:
+            out += yaml_lines[span.first:pos]
+        insert_at = len(out)
+    if insert_at is None:
+        insert_at = len(out)
+    out += yaml_lines[pos:]
+    for key in (k for k in changed if k not in by_key):
+        new = _rendered(key, changed[key], False, line_end)
+        out[insert_at:insert_at] = new
+        insert_at += len(new)
+    return sep.join([opening, *out, closing, tail])
+
+
+def _rendered(key: str, value: Any, flow: bool, line_end: str) -> list[str]:
+    lines = render_entry(key, value, flow=flow).split("\n")[:-1]
+    return [line + line_end for line in lines]
+
+
+def _check(new_text: str, expected: Mapping[str, Any], path: str) -> None:
+    """The reader must accept the result and see exactly the expected properties."""
+    parts = split_note(new_text, path)
+    if parts.error is not None:
+        big = "KB" in parts.error.detail or "values" in parts.error.detail
+        raise FrontmatterEditError(
+            f"Refused property edit of {path!r}: the reader would refuse the result "
+            f"({parts.error.detail}); nothing was written.",
+            "Use a smaller value." if big else "A YAML anchor of this key is probably used by "
+            "another key: edit them together, or rewrite the frontmatter with `write` (text=...).")
+    if parts.frontmatter != dict(expected):
+        other = sorted(k for k in set(parts.frontmatter) | set(expected)
+                       if parts.frontmatter.get(k, ...) != expected.get(k, ...))
+        raise FrontmatterEditError(
+            f"Refused property edit of {path!r}: it would also change {', '.join(other)} "
+            "(a YAML anchor, alias or merge key ties them together); nothing was written.",
+            "Edit these keys together, or rewrite the frontmatter with `write` (text=...).")

@@ -1,0 +1,122 @@
+"""G1/G3 frontmatter items through the tools: a property edit touches only its key's lines,
+anchors are never expanded, nothing unreadable is written, duplicate keys are refused, CRLF
+notes stay CRLF and CR-only notes are read, indexed and edited (each failed on main)."""
+
+from __future__ import annotations
+
+import pytest
+
+from reme_agent.errors import InvalidArgument
+from reme_agent.toolkit.daily import daily_write
+from reme_agent.toolkit.files import move
+from reme_agent.toolkit.lint import lint_schema
+from reme_agent.toolkit.notes import property_delete, property_read, property_update, write_note
+from reme_agent.toolkit.retrieve import graph_traverse, search
+from tests.toolkit.conftest import vault_hash
+
+PERSON = "people/Wang Fang.md"
+HAND = """---
+title: Wang Fang
+aliases: [王芳]
+tags: [person, team/payments]   # Obsidian keeps this flow list
+# role is optional for hand-kept notes
+'quoted': "yes"
+
+created: 2026-11-02
+---
+# Wang Fang
+
+Owns the ledger service.
+"""
+
+
+def raw(vault, path: str) -> bytes:
+    return (vault.root / path).read_bytes()
+
+
+def test_property_update_changes_only_the_line_of_its_key(vault) -> None:
+    vault.store.write(PERSON, HAND)
+    property_update(vault, PERSON, {"created": "2026-11-03"})
+    assert raw(vault, PERSON).decode() == HAND.replace("created: 2026-11-02",
+                                                       "created: '2026-11-03'")
+    property_delete(vault, PERSON, ["quoted"])
+    property_update(vault, PERSON, {"importance": 7})
+    text = raw(vault, PERSON).decode()
+    assert "tags: [person, team/payments]   # Obsidian keeps this flow list\n" in text
+    assert "# role is optional for hand-kept notes\n\ncreated: '2026-11-03'\nimportance: 7\n---" in text
+
+
+def test_property_update_never_expands_yaml_anchors(vault) -> None:
+    refs = "\n".join(f"r{i}: *big" for i in range(60))
+    text = f"---\nbig: &big [{', '.join(['word'] * 100)}]\n{refs}\n---\nbody\n"
+    vault.store.write("notes/anchors.md", text)
+    property_update(vault, "notes/anchors.md", {"importance": 3})
+    new = raw(vault, "notes/anchors.md")
+    assert len(new) < len(text.encode()) + 20  # was 698 B -> 512 KB on main (every *big expanded)
+    assert b"r59: *big" in new and property_read(vault, "notes/anchors.md")[
+        "properties"]["r59"] == ["word"] * 100
+
+
+def test_property_update_refuses_frontmatter_the_reader_would_refuse(vault) -> None:
+    before = vault_hash(vault)
+    with pytest.raises(InvalidArgument, match="64 KB"):
+        property_update(vault, "knowledge/bm25/bm25.md", {"notes": "x" * 70_000})
+    with pytest.raises(InvalidArgument, match="64 KB"):  # `write` refused it already
+        write_note(vault, "notes/big.md", frontmatter={"notes": "x" * 70_000}, body="b")
+    assert vault_hash(vault) == before
+
+
+def test_duplicate_keys_are_reported_and_block_property_edits(vault) -> None:
+    text = "---\ntitle: Dup\ntags: [a]\nrole: concept\ntags: [b]\n---\nbody\n"
+    vault.store.write("knowledge/dup/dup.md", text)
+    with pytest.raises(InvalidArgument, match=r"duplicate key 'tags' \(lines 3 and 5\)"):
+        property_update(vault, "knowledge/dup/dup.md", {"role": "method"})
+    assert raw(vault, "knowledge/dup/dup.md").decode() == text
+    found = [i for i in lint_schema(vault)["items"] if i["path"] == "knowledge/dup/dup.md"]
+    assert found and "duplicate key 'tags'" in found[0]["errors"][0]
+    with pytest.raises(InvalidArgument, match="duplicate key"):
+        write_note(vault, "notes/dup2.md", text=text)
+
+
+CRLF = "---\r\ntitle: Win\r\ntags: [a]\r\n---\r\n# Win\r\n\r\nSee [[bm25]].\r\n"
+
+
+def test_crlf_notes_stay_crlf_after_property_body_and_link_writes(vault) -> None:
+    path = "knowledge/win/win.md"
+    vault.store.write(path, CRLF)
+    property_update(vault, path, {"role": "concept"})
+    write_note(vault, path, body="# Win\n\nSee [[bm25]] again.\n", overwrite=True,
+               stamp=vault.store.stamp(path))
+    move(vault, "knowledge/bm25/bm25.md", "knowledge/okapi/okapi.md")
+    text = raw(vault, path).decode()
+    assert "\n" not in text.replace("\r\n", "")
+    assert text.endswith("# Win\r\n\r\nSee [[okapi]] again.\r\n")
+
+
+def test_daily_appends_keep_a_crlf_daily_note_crlf(vault) -> None:
+    path = "daily/2026-11-28/search-tuning/search-tuning.md"
+    crlf = raw(vault, path).decode().replace("\n", "\r\n")
+    vault.store.write(path, crlf)
+    daily_write(vault, "search-tuning", "More findings.\n", date="2026-11-28")
+    text = raw(vault, path).decode()
+    assert "More findings.\r\n" in text and "\n" not in text.replace("\r\n", "")
+
+
+CR_ONLY = "---\rtitle: Old Mac\rtags: [legacy]\r---\r# Old Mac\r\rClassic note about [[bm25]].\r"
+
+
+def test_cr_only_notes_are_read_indexed_and_edited(vault) -> None:
+    path = "knowledge/old-mac/old-mac.md"
+    vault.store.write(path, CR_ONLY)
+    vault.index()
+    assert property_read(vault, path)["properties"] == {"title": "Old Mac", "tags": ["legacy"]}
+    hits = search(vault, "classic note about", limit=3)
+    assert hits["results"] and hits["results"][0]["path"] == path
+    property_update(vault, path, {"tags": ["legacy", "mac"]})
+    assert raw(vault, path).decode() == CR_ONLY.replace("[legacy]", "[legacy, mac]")
+    write_note(vault, path, body="# Old Mac\n\nStill about [[bm25]].\n", overwrite=True,
+               stamp=vault.store.stamp(path))
+    assert raw(vault, path).decode() == "---\rtitle: Old Mac\rtags: [legacy, mac]\r---\r" \
+                                        "# Old Mac\r\rStill about [[bm25]].\r"
+    back = graph_traverse(vault, ["knowledge/bm25/bm25.md"], direction="in")["edges"]
+    assert path in [e["source"] for e in back]
