@@ -1,11 +1,16 @@
 """Auto-link L1 batch benchmark: a generated vault, thousands of node names, no LLM.
 
-    .venv/bin/python bench/bench_autolink.py [--notes 10000] [--names 5000]
+    .venv/bin/python bench/bench_autolink.py [--notes 10000] [--names 5000] [--no-fuzzy]
+        [--judge] [--embedder hash|use]
 
 The vault comes from `generate.generate_vault` (bilingual notes with links). Then `--names` of
 its notes get distinct titles and aliases (English "amber falcon", Chinese "红色凤凰"), words
 that the generator never writes, and every note gets a paragraph mentioning a few of those
-names (some inside code or a URL, which must stay unlinked). Measured: the whole L1 batch
+names (some inside code or a URL, which must stay unlinked), one more in a variant form
+("amber falcons", "红色 凤凰") and one reordered ("falcon amber", "凤凰红色"), which only fuzzy
+matching finds (the reordered ones are near windows, embedded and scored). `--no-fuzzy` measures exact L1
+alone (auto-link before G5); by default fuzzy proposals are only reported (no model), and
+`--judge` adds a judge that accepts every proposal, so the proposals are linked too. Measured: the whole L1 batch
 (name index + resolver from an unindexed vault, matching, additive proof, CAS writes with
 fsync), then a rerun that must add nothing. The issue's target is < 60 s for 10,000 notes
 and 5,000 names. Prints JSON; asserts only that the run is correct.
@@ -69,12 +74,37 @@ def prepare(root: Path, notes: int, names: int, seed: int = 11) -> dict[str, int
             text = _TITLE_RE.sub(f"title: {title}\naliases: [\"{alias}\"]", text, count=1)
         picks = [pairs[j] for j in rng.sample(range(names), 5)]
         shown = [t if rng.random() < 0.7 else a for t, a in picks]
+        extra, other = pairs[rng.randrange(names)][0], pairs[rng.randrange(names)][0]
+        variant = f"{extra.lower()}s" if extra.isascii() else f"{extra[:2]} {extra[2:]}"
+        near = " ".join(reversed(other.split())) if other.isascii() else other[2:] + other[:2]
         para = (f"Context: we compared {shown[0]} with {shown[1]}; 另外 {shown[2]} 依赖 "
                 f"{shown[3]}, and {shown[4]} came up again. Code `{shown[0]}` and "
-                f"https://example.com/{shown[1].replace(' ', '-')} stay plain.")
-        mentions += 5
+                f"https://example.com/{shown[1].replace(' ', '-')} stay plain. "
+                f"Later: {variant}. Also the {near}.")
+        mentions += 7
         path.write_text(text.rstrip("\n") + "\n\n" + para + "\n", encoding="utf-8")
     return {"named_notes": names, "mentions_written": mentions}
+
+
+class _YesJudge:
+    """Accepts every proposal (its first candidate): the cost of linking them all."""
+
+    def choose(self, questions: list) -> dict:
+        return {q.id: q.candidates[0].path for q in questions}
+
+    def related(self, questions: list) -> dict:
+        return {q.id: False for q in questions}
+
+    def predicate(self, questions: list) -> dict:
+        return {q.id: None for q in questions}
+
+
+def _by_kind(changed: list[dict]) -> dict[str, int]:
+    kinds: dict[str, int] = {}
+    for r in changed:
+        for x in r["links"]:
+            kinds[x["kind"]] = kinds.get(x["kind"], 0) + 1
+    return kinds
 
 
 def main() -> None:
@@ -82,6 +112,9 @@ def main() -> None:
     ap.add_argument("--notes", type=int, default=10_000)
     ap.add_argument("--names", type=int, default=5_000)
     ap.add_argument("--out", default="bench/out")
+    ap.add_argument("--no-fuzzy", action="store_true", help="Exact names only (L1 before G5).")
+    ap.add_argument("--judge", action="store_true", help="Accept every fuzzy proposal.")
+    ap.add_argument("--embedder", default="hash", choices=("hash", "use"))
     args = ap.parse_args()
 
     root = Path(args.out) / f"autolink-{args.notes}"
@@ -91,9 +124,10 @@ def main() -> None:
     prep = prepare(root, args.notes, args.names)
     gen_s = time.perf_counter() - t
 
-    settings = Settings(embedder={"name": "hash"}, index={"progress": False})
+    settings = Settings(embedder={"name": args.embedder}, index={"progress": False},
+                        autolink={"fuzzy": not args.no_fuzzy})
     vault = open_vault(root, settings, create=True)
-    linker = AutoLinker(vault)
+    linker = AutoLinker(vault, judge=_YesJudge() if args.judge else None)
     t = time.perf_counter()
     ctx = linker.context()
     ctx_s = time.perf_counter() - t
@@ -116,7 +150,11 @@ def main() -> None:
         "context_s": round(ctx_s, 2), "l1_pass_s": round(l1_s, 2),
         "l1_batch_total_s": round(ctx_s + l1_s, 2),
         "notes_scanned": first["notes_scanned"], "notes_changed": first["notes_changed"],
+        "fuzzy": not args.no_fuzzy, "judge": args.judge, "embedder": args.embedder,
         "links_added": first["links_added"], "ambiguous_left": len(first["ambiguous"]),
+        "fuzzy_proposals_left": len(first["proposals"]),
+        "links_by_kind": _by_kind(first["changed"]),
+        "near_texts_embedded": linker.similarity.embedded if not args.no_fuzzy else 0,
         "refused": len(first["refused"]),
         "rerun_s": round(rerun_s, 2), "rerun_links_added": again.l1["links_added"],
         "target_s": 60, "ok": ctx_s + l1_s < 60,

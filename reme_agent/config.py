@@ -201,6 +201,11 @@ class AutoLinkSettings(_Section):
     levels: list[str] = Field(["L1"], description="Levels run by default: L1..L4.")
     first_mention_only: bool = Field(True, description="Link only the first mention per target per note.")
     min_name_chars: int = Field(2, description="Ignore node names shorter than this.")
+    fuzzy: bool = Field(True, description="L1: also propose inflected/width/hyphen variants and "
+                        "near mentions of names; the model decides them, without one they are "
+                        "only reported.")
+    near_similarity: float = Field(0.7, description="L1: embedding similarity a near mention "
+                                   "needs to its name to be proposed (USE scale).")
     l2_similarity: float = Field(0.8, description="L2: embedding similarity for related-unlinked pairs.")
     l4_similarity: float = Field(0.92, description="L4: similarity for duplicate reports.")
     l2_community_similarity: float = Field(

@@ -99,6 +99,14 @@ def _node(node: Node) -> str:
     return f"`{node.path}` — {node.title}{desc}"
 
 
+def _close_to(q: MentionQuestion) -> str:
+    """For a fuzzy proposal: the name the mention resembles (and how close it is)."""
+    if q.kind == "ambiguous" or not q.name:
+        return ""
+    score = f", similarity {q.score:.2f}" if q.score is not None else ""
+    return f" — not written as a name; it resembles {q.name!r}{score}"
+
+
 def _quote(text: str) -> str:
     return "\n".join("> " + line for line in text.split("\n"))
 
@@ -127,8 +135,9 @@ class JobJudge:
     # -- the Judge interface -----------------------------------------------------------
     def choose(self, questions: Sequence[MentionQuestion]) -> Mapping[int, str | None]:
         text = "\n\n".join(
-            f"Question {q.id} — note `{q.note}`\nMention: {q.text!r}\nParagraph:\n"
-            f"{_quote(q.paragraph)}\nCandidates:\n" + "\n".join(f"- {_node(c)}" for c in q.candidates)
+            f"Question {q.id} ({q.kind}) — note `{q.note}`\nMention: {q.text!r}{_close_to(q)}\n"
+            f"Paragraph:\n{_quote(q.paragraph)}\nCandidates:\n"
+            + "\n".join(f"- {_node(c)}" for c in q.candidates)
             for q in questions)
         got = self._ask("choose", text)
         return {q.id: v if isinstance(v := got.get(q.id), str) else None for q in questions}

@@ -52,3 +52,16 @@ def test_levels_that_need_a_model_fail_with_exit_code_1(root: Path, capsys) -> N
     assert main(["autolink", "--vault", str(root), "--levels", "L2"]) == 1
     assert "needs a chat model" in capsys.readouterr().err
     assert main(["autolink", "--vault", str(root), "--levels", "L9"]) == 1
+
+
+def test_dry_run_lists_fuzzy_proposals_without_a_model(root: Path) -> None:
+    (root / GW).write_text(node("API gateway", "Clients get rate-limited at the edge."),
+                           encoding="utf-8")
+    code, out = run("autolink", "--vault", str(root), "--dry-run", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["l1"]["links_added"] == 0
+    (prop,) = data["l1"]["proposals"]
+    assert prop["text"] == "rate-limited" and prop["kind"] == "variant"
+    assert prop["candidates"] == [RATE] and prop["outcome"] == "skipped: no model"
+    code, out = run("autolink", "--vault", str(root), "--dry-run")
+    assert "1 fuzzy proposals left" in out and "variant" in out and "'rate-limited'" in out

@@ -89,3 +89,15 @@ def test_parse_answers_accepts_fenced_json_and_id_maps() -> None:
     assert parse_answers('```json\n{"answers": [{"id": 0, "answer": "x"}]}\n```') == {0: "x"}
     assert parse_answers('Sure: {"1": true}') == {1: True}
     assert parse_answers("no json here") == {}
+
+
+def test_the_model_is_asked_about_a_fuzzy_proposal_and_its_answer_is_linked(make_vault) -> None:
+    jwt, note = kpath("jwt"), kpath("incident")
+    vault = make_vault({jwt: node("JWT", "Signed tokens.", description="JSON web tokens."),
+                        note: node("Incident", "The JWTs expired at midnight.")})
+    model = ScriptedChatModel([[answer(q0=jwt)]])
+    res = AutoLinker(vault, judge=JobJudge(vault, model)).link_note(note)
+    assert links_of(vault, note) == [(jwt, "JWTs", None)]
+    assert res.links[0]["kind"] == "variant" and res.links[0]["chosen_by"] == "model"
+    prompt = model.calls[0]["messages"][-1].get_text_content()
+    assert "(variant)" in prompt and "resembles 'JWT'" in prompt

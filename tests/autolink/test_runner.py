@@ -78,3 +78,16 @@ def test_levels_parse_in_order_and_reject_unknown_ones() -> None:
 
     with pytest.raises(InvalidArgument):
         parse_levels("L5")
+
+
+def test_a_new_node_gets_inbound_links_from_variant_mentions_when_the_judge_agrees(
+        make_vault) -> None:
+    from reme_agent.maintenance.autolink.judge import ScriptedJudge
+
+    cb = kpath("circuit-breaker")
+    vault = make_vault({**NOTES, AUTH: node("Auth service", "Its ＣＩＲＣＵＩＴ-BREAKERS open fast.")})
+    write_note(vault, cb, text=node("Circuit breaker", "Fails fast."))
+    judge = ScriptedJudge(choices={"ＣＩＲＣＵＩＴ-BREAKERS": cb})
+    results = AutoLinker(vault, judge=judge).handle(type("Item", (), {"path": cb})())
+    assert [r.path for r in results if r.status == "linked"] == [AUTH]
+    assert links_of(vault, AUTH) == [(cb, "ＣＩＲＣＵＩＴ-BREAKERS", None)]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from reme_agent.maintenance.autolink.names import Node
 
@@ -21,13 +21,23 @@ __all__ = ["Judge", "MentionQuestion", "PairQuestion", "PredicateQuestion", "Scr
 
 @dataclass(frozen=True)
 class MentionQuestion:
-    """L1: which node does `text` in `paragraph` of `note` mean?"""
+    """L1: which node does `text` in `paragraph` of `note` mean, if any?
+
+    `kind` says why L1 asks: "ambiguous" (an exact name several nodes carry), "variant" (the
+    name in another form: "JWTs", "ＪＷＴ", "rate-limited", "go" for `Go`) or "near" (close
+    to `name`, e.g. "rotation of JWT keys"; `score` is the embedding similarity). `start` is
+    the mention's offset in the note body.
+    """
 
     id: int
     note: str
     text: str
     paragraph: str
     candidates: tuple[Node, ...]
+    kind: Literal["ambiguous", "variant", "near"] = "ambiguous"
+    name: str = ""
+    start: int = -1
+    score: float | None = None
 
 
 @dataclass(frozen=True)

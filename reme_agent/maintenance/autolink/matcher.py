@@ -22,15 +22,17 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, Protocol, TypeVar
 
 import ahocorasick
 
 from reme_agent.engine.links import BLANK, FENCE, INDENTED, START, _code_spans, line_kinds
 from reme_agent.maintenance.autolink.names import NameIndex, fold
 
-__all__ = ["Matcher", "Mention", "protected_spans"]
+__all__ = ["Kind", "Matcher", "Mention", "Proposal", "Unprotected", "bounded", "protected_spans",
+           "select_longest"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,34 @@ class Mention:
     text: str
     key: str
     candidates: tuple[str, ...]
+
+
+Kind = Literal["variant", "near"]
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A fuzzy mention at [start, end) of the body, close to `name` of each candidate node."""
+
+    start: int
+    end: int
+    text: str
+    key: str
+    candidates: tuple[str, ...]
+    kind: Kind
+    name: str
+    score: float | None = None  # embedding similarity of the text to the name (near only)
+
+
+class _Span(Protocol):
+    @property
+    def start(self) -> int: ...
+
+    @property
+    def end(self) -> int: ...
+
+
+M = TypeVar("M", bound=_Span)
 
 
 # -- protected text ---------------------------------------------------------------------------
@@ -165,7 +195,7 @@ def _spaced_word_char(c: str) -> bool:
     return o < 0x2E80 or 0xAC00 <= o <= 0xD7AF or 0xFF10 <= o <= 0xFF5A
 
 
-def _bounded(body: str, start: int, end: int) -> bool:
+def bounded(body: str, start: int, end: int) -> bool:
     first, last = body[start], body[end - 1]
     if start > 0:
         prev = body[start - 1]
@@ -200,30 +230,54 @@ class Matcher:
         """
         if self._automaton is None or not body:
             return []
+        return select_longest(self.raw(body, lambda: protected_spans(body, kinds)))
+
+    def raw(self, body: str, spans: Callable[[], list[tuple[int, int]]]) -> list[Mention]:
+        """Every bounded match outside protected text, overlaps included.
+
+        `spans` is called only when some name occurs at all (the common case is none).
+        """
+        if self._automaton is None or not body:
+            return []
         raw = [(last + 1 - len(key), last + 1, key)
                for last, key in self._automaton.iter(fold(body))]
-        raw = [m for m in raw if _bounded(body, m[0], m[1])]
+        raw = [m for m in raw if bounded(body, m[0], m[1])]
         if not raw:
-            return []  # the common case: no name at all, so no need for the protected spans
-        spans = protected_spans(body, kinds)
-        span_starts = [s for s, _ in spans]
-        found: list[tuple[int, int, str, tuple[str, ...]]] = []
+            return []
+        free = Unprotected(spans())
+        found: list[Mention] = []
         for start, end, key in raw:
-            k = bisect_right(span_starts, end - 1) - 1
-            if k >= 0 and spans[k][1] > start:
+            if not free.contains(start, end):
                 continue  # starts inside, or overlaps, protected text
             cands = self.index.candidates(key, body[start:end])
             if cands:
-                found.append((start, end, key, cands))
-        if not found:
-            return []
-        found.sort(key=lambda m: (m[0] - m[1], m[0]))  # longest first, then leftmost
-        taken = bytearray(len(body))
-        chosen: list[Mention] = []
-        for start, end, key, cands in found:
-            if any(taken[start:end]):
-                continue
-            taken[start:end] = b"\x01" * (end - start)
-            chosen.append(Mention(start, end, body[start:end], key, cands))
-        chosen.sort(key=lambda m: m.start)
-        return chosen
+                found.append(Mention(start, end, body[start:end], key, cands))
+        return found
+
+
+class Unprotected:
+    """Membership test against sorted, merged protected spans."""
+
+    def __init__(self, spans: list[tuple[int, int]]) -> None:
+        self.spans = spans
+        self.starts = [s for s, _ in spans]
+
+    def contains(self, start: int, end: int) -> bool:
+        k = bisect_right(self.starts, end - 1) - 1
+        return not (k >= 0 and self.spans[k][1] > start)
+
+
+def select_longest(found: list[M]) -> list[M]:
+    """Non-overlapping mentions in document order: longest first, then leftmost."""
+    if not found:
+        return []
+    ordered = sorted(found, key=lambda m: (m.start - m.end, m.start))
+    taken = bytearray(max(m.end for m in found))
+    chosen: list[M] = []
+    for m in ordered:
+        if any(taken[m.start:m.end]):
+            continue
+        taken[m.start:m.end] = b"\x01" * (m.end - m.start)
+        chosen.append(m)
+    chosen.sort(key=lambda m: m.start)
+    return chosen

@@ -12,7 +12,12 @@ Decisions where DESIGN is silent:
   `min_chars`, names made only of digits or punctuation, and names holding link syntax
   (``[ ] | `` or a line break) are left out: they cannot be linked safely.
 - Matching is case-insensitive, except for names written all in capitals (acronyms such as
-  `JWT`, `API`, `IT`), which match only as written, so "it" never links to a node called IT.
+  `JWT`, `API`, `IT`), which match only as written, so "it" never links to a node called IT,
+  and single words written with a capital (`Go`, `Swift`, `Redis`), whose all-lower-case
+  form is most often the common word ("we go live"): an exact match needs a capital letter;
+  the lower-case form is only a fuzzy proposal for the judge (`fuzzy.py`).
+- A node's names are de-duplicated case-insensitively, its title and aliases first, so the
+  file stem `go` of a node titled `Go` does not undo the rule above.
 - A name carried by two or more nodes is *ambiguous*; the L1 planner asks the model which
   node a mention means (or skips it without a model).
 """
@@ -23,14 +28,16 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, Literal
 
 from reme_agent.engine.names import note_aliases, note_title
 from reme_agent.schema.layout import KNOWLEDGE, layer_of
 
-__all__ = ["NameEntry", "NameIndex", "Node", "fold", "is_knowledge_node"]
+__all__ = ["CaseRule", "NameEntry", "NameIndex", "Node", "case_fits", "fold", "is_knowledge_node"]
 
 _FORBIDDEN = frozenset("[]|`\n\r")
+
+CaseRule = Literal["any", "exact", "capital"]
 
 
 def fold(text: str) -> str:
@@ -48,10 +55,24 @@ def _clean(name: str) -> str:
     return " ".join(unicodedata.normalize("NFC", name).split())
 
 
-def _exact_case(name: str) -> bool:
-    """Acronyms (every cased letter upper-case) match only as written."""
+def _case_rule(name: str) -> CaseRule:
+    """"exact" for acronyms (every cased letter upper-case), "capital" for one word with a
+    capital (it needs one in the mention too), "any" otherwise."""
     cased = [c for c in name if c.isalpha() and c.lower() != c.upper()]
-    return bool(cased) and all(c.isupper() for c in cased)
+    if cased and all(c.isupper() for c in cased):
+        return "exact"
+    if any(c.isupper() for c in cased) and not any(not c.isalnum() for c in name):
+        return "capital"
+    return "any"
+
+
+def case_fits(rule: CaseRule, name: str, written: str) -> bool:
+    """Does `written` (the text of an exact match) honour the name's case rule?"""
+    if rule == "exact":
+        return written == name
+    if rule == "capital":
+        return any(c.isupper() for c in written)
+    return True
 
 
 def _usable(name: str, min_chars: int) -> bool:
@@ -79,7 +100,7 @@ class Node:
 class NameEntry:
     name: str  # as written in the node (NFC, single spaces)
     path: str
-    exact_case: bool
+    case: CaseRule
 
 
 class NameIndex:
@@ -115,10 +136,12 @@ class NameIndex:
         if "-" in stem:
             raw.append(stem.replace("-", " "))
         names: list[str] = []
+        folded: set[str] = set()
         for name in raw:
             clean = _clean(str(name))
-            if _usable(clean, self.min_chars) and clean not in names:
+            if _usable(clean, self.min_chars) and fold(clean) not in folded:
                 names.append(clean)
+                folded.add(fold(clean))
         desc = fm.get("description")
         self.nodes[path] = Node(path, note_title(path, fm, ""),
                                 desc.strip() if isinstance(desc, str) else "", tuple(names))
@@ -126,7 +149,7 @@ class NameIndex:
         for name in names:
             key = fold(name)
             keys.add(key)
-            entry = NameEntry(name, path, _exact_case(name))
+            entry = NameEntry(name, path, _case_rule(name))
             bucket = self._entries.setdefault(key, [])
             if entry not in bucket:
                 bucket.append(entry)
@@ -153,7 +176,7 @@ class NameIndex:
         """Nodes a mention `written` (folded to `key`) may mean, honouring acronym case."""
         hits: list[str] = []
         for e in self._entries.get(key, ()):
-            if (not e.exact_case or e.name == written) and e.path not in hits:
+            if case_fits(e.case, e.name, written) and e.path not in hits:
                 hits.append(e.path)
         return tuple(sorted(hits))
 

@@ -25,11 +25,15 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reme_agent.config import AutoLinkSettings
+from reme_agent.engine.parser import split_note
 from reme_agent.engine.progress import SILENT, Progress
 from reme_agent.errors import InvalidArgument, ModelNotConfigured, ReMeError
+from reme_agent.maintenance.autolink.common import source_refusal
 from reme_agent.maintenance.autolink.judge import Judge
-from reme_agent.maintenance.autolink.l1 import L1Context, NoteResult, link_note
+from reme_agent.maintenance.autolink.l1 import L1Context, NoteResult, link_note, prefetch
 from reme_agent.maintenance.autolink.names import NameIndex, fold, is_knowledge_node
+from reme_agent.maintenance.autolink.normalize import name_keys, normalize
+from reme_agent.maintenance.autolink.semantic import NameSimilarity
 from reme_agent.maintenance.followups import AUTOLINK
 
 if TYPE_CHECKING:
@@ -88,12 +92,15 @@ class AutoLinkReport:
             d = self.l1
             lines.append(f"L1: {d['notes_scanned']} notes scanned, {verb} {d['links_added']} "
                          f"links in {d['notes_changed']} notes; {len(d['ambiguous'])} ambiguous "
-                         f"mentions left, {len(d['refused'])} refused/skipped")
+                         f"mentions and {len(d['proposals'])} fuzzy proposals left, "
+                         f"{len(d['refused'])} refused/skipped")
             for r in d["changed"][:50]:
                 lines += [f"  {r['path']}:{x['line']}  {x['text']} -> {x['target']}"
                           for x in r["links"]]
             lines += [f"  ambiguous {a['path']}:{a['line']} {a['text']!r} "
                       f"({a['outcome']}): {', '.join(a['candidates'])}" for a in d["ambiguous"][:50]]
+            lines += [f"  {a['kind']} {a['path']}:{a['line']} {a['text']!r} ~ {a['name']!r} "
+                      f"({a['outcome']}): {', '.join(a['candidates'])}" for a in d["proposals"][:50]]
             lines += [f"  {r['status']} {r['path']}: {r['reason']}" for r in d["refused"]]
         if self.l2:
             lines.append(f"L2: {self.l2['candidates']} related-unlinked pairs, {verb} "
@@ -121,6 +128,7 @@ class AutoLinker:
         self.settings = settings or vault.settings.autolink
         self.judge = judge
         self.max_redos = vault.settings.jobs.max_cas_redos if max_redos is None else max_redos
+        self._similarity: NameSimilarity | None = None
 
     # -- shared state ------------------------------------------------------------------
     def scan(self) -> VaultView:
@@ -134,7 +142,18 @@ class AutoLinker:
         return L1Context.build(index, scan.resolver,
                                first_mention_only=self.settings.first_mention_only,
                                judge=self.judge, max_redos=self.max_redos,
-                               style=self.vault.settings.links.style)
+                               style=self.vault.settings.links.style,
+                               fuzzy=self.settings.fuzzy, similarity=self.similarity,
+                               near_similarity=self.settings.near_similarity,
+                               judge_batch=self.settings.judge_batch)
+
+    @property
+    def similarity(self) -> NameSimilarity:
+        """Near-mention scorer over the vault's embedder; its cache lives as long as the linker
+        (the queue worker keeps one linker, so names are embedded once)."""
+        if self._similarity is None:
+            self._similarity = NameSimilarity(self.vault.embedder)
+        return self._similarity
 
     # -- L1 ----------------------------------------------------------------------------
     def link_note(self, path: str, *, dry_run: bool = False,
@@ -149,15 +168,19 @@ class AutoLinker:
         keys = ctx.index.own_keys(node)
         if not keys:
             return []
+        variant_keys = {k for name in ctx.index.nodes[node].names for k in name_keys(name)} \
+            if ctx.fuzzy is not None else set()
         out: list[NoteResult] = []
         for path in self._sources(None):
             if path == node:
                 continue
             try:
-                folded = fold(self.vault.store.read_text(path))
+                text = self.vault.store.read_text(path)
             except ReMeError:
                 continue
-            if any(k in folded for k in keys):
+            folded = fold(text)
+            if any(k in folded for k in keys) or (
+                    variant_keys and any(k in normalize(text).joined for k in variant_keys)):
                 res = link_note(self.vault, path, ctx, dry_run=dry_run, only_targets={node},
                                 refresh=refresh)
                 if res.status != "skipped":
@@ -176,6 +199,16 @@ class AutoLinker:
             listed = self.vault.store.list("knowledge") + self.vault.store.list("daily")
         return [p for p in listed if p.lower().endswith(".md")]
 
+    def _bodies(self, paths: list[str]) -> Iterable[tuple[str, str]]:
+        """(path, body) of the notes L1 may write; others are left to `link_note` to report."""
+        for path in paths:
+            try:
+                parts = split_note(self.vault.store.read_text(path), path)
+            except ReMeError:
+                continue
+            if not parts.error and source_refusal(path, parts.frontmatter) is None:
+                yield path, parts.body
+
     def run_l1(self, paths: Collection[str] | None = None, *, dry_run: bool = False,
                refresh: bool = True, ctx: L1Context | None = None,
                progress: Progress = SILENT) -> dict[str, Any]:
@@ -184,6 +217,7 @@ class AutoLinker:
         changed: list[dict[str, Any]] = []
         refused: list[dict[str, Any]] = []
         ambiguous: list[dict[str, Any]] = []
+        proposals: list[dict[str, Any]] = []
         scanned = added = 0
         explicit = bool(paths)
         sources = self._sources(paths)
@@ -195,6 +229,9 @@ class AutoLinker:
                 return link_note(self.vault, path, ctx, dry_run=dry_run, refresh=False)
             finally:
                 bar.update(1)
+
+        if ctx.fuzzy is not None and len(sources) > 1:
+            prefetch(ctx, self._bodies(sources))  # near windows embedded in large batches
 
         # Notes are independent and each write is its own CAS, so threads are safe; they pay
         # off because the store fsyncs every write and fsyncs overlap (planning holds the GIL).
@@ -214,6 +251,7 @@ class AutoLinker:
                 continue
             scanned += 1
             ambiguous += [{"path": path, **a} for a in res.ambiguous]
+            proposals += [{"path": path, **a} for a in res.proposals]
             if res.status in ("linked", "would_link"):
                 added += len(res.links)
                 changed.append(res.as_dict())
@@ -222,7 +260,8 @@ class AutoLinker:
         if refresh and not dry_run and changed:
             self.vault.try_refresh([r["path"] for r in changed])
         return {"notes_scanned": scanned, "notes_changed": len(changed), "links_added": added,
-                "changed": changed, "ambiguous": ambiguous, "refused": refused,
+                "changed": changed, "ambiguous": ambiguous, "proposals": proposals,
+                "refused": refused,
                 "names": len(list(ctx.index.keys())), "nodes": len(ctx.index)}
 
     # -- the batch ---------------------------------------------------------------------
