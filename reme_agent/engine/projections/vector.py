@@ -711,6 +711,20 @@ class VectorProjection:
                 self._write(buf_ids, np.concatenate(buf_vecs), buf_docs, buf_meta)
         return n
 
+    def upsert_vectors(self, ids: Sequence[str], vecs: np.ndarray, texts: Sequence[str],
+                       metadatas: Sequence[dict]) -> int:
+        """Upsert vectors embedded elsewhere (the index pipeline's worker); returns the count."""
+        vecs = np.asarray(vecs, dtype=np.float32)
+        if not (len(ids) == len(texts) == len(metadatas) == len(vecs)):
+            raise ValueError("upsert_vectors: ids, vectors, texts and metadatas differ in length")
+        if len(ids) and vecs.shape[1:] != (int(self.embedder.dim),):
+            raise BackendError(f"Vectors of shape {vecs.shape} for embedder "
+                               f"{self.embedder.id!r} (dim {self.embedder.dim}).")
+        with self._lock:
+            self._write(list(ids), vecs, [t or "" for t in texts],
+                        [_clean_metadata(m) for m in metadatas])
+        return len(ids)
+
     def delete(self, ids: Sequence[str]) -> None:
         """Delete by id (unknown ids are ignored), in batches under chroma's limit."""
         ids = list(dict.fromkeys(ids))
