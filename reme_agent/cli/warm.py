@@ -230,6 +230,7 @@ class WarmServer:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._writes = threading.Lock()   # hooks write: one at a time
+        self.served = 0                      # requests answered (accepted and run)
 
     def start(self) -> bool:
         """Listen in a background thread; False if another process already serves the vault
@@ -320,7 +321,9 @@ class WarmServer:
                     self._send(conn, {"accepted": False, "reason": reason})
                     return
                 self._send(conn, {"accepted": True})
-                self._send(conn, self._run(request))
+                answer = self._run(request)
+                self.served += 1
+                self._send(conn, answer)
             except (OSError, ValueError) as exc:  # a client gone or talking nonsense
                 log.debug("warm request failed: %s", exc)
 
