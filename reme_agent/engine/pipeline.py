@@ -25,6 +25,7 @@ written by then, as before); :meth:`abort` stops everything when the reader fail
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import logging
 import queue
@@ -238,6 +239,7 @@ class EmbedPipeline:
         except OSError as exc:
             log.info("embedding in a thread: cannot start %s (%s)", cmd[0], exc)
             return None
+        _widen_pipe(child.stdout)
         try:
             assert child.stdout is not None
             tag, payload = read_frame(child.stdout)
@@ -293,3 +295,21 @@ class EmbedPipeline:
                 self._flush(pending)
             except BaseException as exc:
                 self._fail(exc)
+
+
+PIPE_BYTES = 1 << 20
+"""Pipe buffer asked for the child's answers: ~8 batches of vectors. While chromadb writes
+(holding the GIL for the whole call) nobody here reads the pipe; with Linux's default 64 KB
+the child would stop after half a batch and wait, instead of embedding on."""
+
+
+def _widen_pipe(stream: Any) -> None:
+    set_size = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if stream is None or set_size is None:
+        return
+    for size in (PIPE_BYTES, PIPE_BYTES // 4):  # unprivileged processes may get less
+        try:
+            fcntl.fcntl(stream.fileno(), set_size, size)
+            return
+        except OSError:
+            continue

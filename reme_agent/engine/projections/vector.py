@@ -82,7 +82,10 @@ HTTP_DOWN_SECONDS = 30.0
 def _chromadb() -> Any:
     """Import chromadb quietly and lazily (telemetry off before the import)."""
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
-    import chromadb
+    from reme_agent.engine.imports import unchecked_overrides
+
+    with unchecked_overrides():  # G6: skips chromadb's own import-time signature checks
+        import chromadb
 
     return chromadb
 
