@@ -29,6 +29,7 @@ import fcntl
 import json
 import logging
 import queue
+import select
 import subprocess
 import sys
 import threading
@@ -150,8 +151,7 @@ class EmbedPipeline:
         self.started = "process" if child is not None else "thread"
         if child is not None:
             self._child = child
-            self._run_thread(self._send_loop, "reme-embed-send")
-            self._run_thread(self._receive_loop, "reme-embed-store")
+            self._run_thread(self._drive_child, "reme-embed-send")
         else:
             self._run_thread(self._thread_loop, "reme-embed")
 
@@ -226,7 +226,8 @@ class EmbedPipeline:
 
     # -- the child process ---------------------------------------------------------------
     def _spawn(self) -> subprocess.Popen[bytes] | None:
-        """Start `embed_child` and wait for its ready frame; None (thread mode) if it fails."""
+        """Start `embed_child` (not waiting for it: the reader goes on meanwhile); None if
+        it cannot even be started."""
         embedder = self.vector.embedder
         kind = getattr(embedder, "kind", None)
         if not kind or not sys.executable:
@@ -240,18 +241,36 @@ class EmbedPipeline:
             log.info("embedding in a thread: cannot start %s (%s)", cmd[0], exc)
             return None
         _widen_pipe(child.stdout)
+        return child
+
+    def _drive_child(self) -> None:
+        """Wait for the child's ready frame, then feed it (a receiver thread stores what it
+        sends back); if it never gets ready, embed in this thread instead."""
+        child = self._child
+        assert child is not None and child.stdout is not None
+        embedder = self.vector.embedder
         try:
-            assert child.stdout is not None
+            ready, _, _ = select.select([child.stdout], [], [], READY_TIMEOUT)
+            if not ready:
+                raise TimeoutError(f"not ready after {READY_TIMEOUT:g} s")
             tag, payload = read_frame(child.stdout)
             dim, ident = payload if tag == b"R" else (0, "")  # type: ignore[misc]
             if (ident, dim) != (embedder.id, int(embedder.dim)):
                 raise ValueError(f"it made embedder {ident!r} (dim {dim}), not {embedder.id!r}")
         except Exception as exc:
             log.info("embedding in a thread: the embedding process failed (%s)", exc)
+            self._child = None
             child.kill()
             child.wait()
-            return None
-        return child
+            for stream in (child.stdin, child.stdout):
+                if stream is not None:
+                    with contextlib.suppress(OSError):
+                        stream.close()
+            self.started = "thread"
+            self._thread_loop()
+            return
+        self._run_thread(self._receive_loop, "reme-embed-store")
+        self._send_loop()
 
     def _send_loop(self) -> None:
         child = self._child
@@ -297,6 +316,8 @@ class EmbedPipeline:
                 self._fail(exc)
 
 
+READY_TIMEOUT = 300.0
+"""Seconds the embedding process may take to load its model before the run embeds here."""
 PIPE_BYTES = 1 << 20
 """Pipe buffer asked for the child's answers: ~8 batches of vectors. While chromadb writes
 (holding the GIL for the whole call) nobody here reads the pipe; with Linux's default 64 KB

@@ -123,6 +123,22 @@ def test_use_vectors_are_identical_through_the_embedding_process(tmp_path: Path,
         piped.close()
 
 
+def test_an_embedding_process_that_dies_before_it_is_ready_is_replaced_by_a_thread(
+        tmp_path: Path) -> None:
+    [root] = copies(tmp_path, 60, ["v"])
+    vault = open_vault(root, HASH)
+    try:
+        vault.indexer.embed_mode = "process"
+        vault.indexer.pipeline_start_after = 8
+        killer = KillChildAfter(3)          # right after it was started
+        report = vault.index(progress=killer)
+        assert killer.killed
+        assert vault.indexer.last_embed_mode == "thread"
+        assert report.embedded == report.blocks == vault.vector.count()
+    finally:
+        vault.close()
+
+
 def test_without_a_python_to_start_the_run_embeds_in_a_thread(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     [root] = copies(tmp_path, 30, ["v"])
@@ -172,12 +188,14 @@ class KillChildAfter:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_dead_embedding_process_fails_the_run_and_the_next_run_catches_up(
         tmp_path: Path) -> None:
-    [root] = copies(tmp_path, 80, ["v"])
+    [root] = copies(tmp_path, 200, ["v"])   # ~1000 blocks
     vault = open_vault(root, HASH)
     try:
         vault.indexer.embed_mode = "process"
         vault.indexer.pipeline_start_after = 8
-        killer = KillChildAfter(40)
+        # By file 150 (~750 blocks) the child is serving: before it is ready the reader can
+        # only get 8 batches (512 blocks) ahead, then waits for it.
+        killer = KillChildAfter(150)
         with pytest.raises(BackendError, match="embedding process"):
             vault.index(progress=killer)
         assert killer.killed
