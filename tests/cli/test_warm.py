@@ -11,10 +11,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import signal
 import socket
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -225,3 +227,28 @@ def test_requests_the_command_line_could_not_make_are_refused(vault: Vault,
     ok = _raw(server, {**base, "op": "search", "args": {"query": "gateway", "limit": 2,
                                                         "log_access": False}})[1]
     assert ok["ok"] and len(ok["data"]["results"]) <= 2
+
+
+def test_reme_agent_serve_answers_until_stopped_then_removes_its_socket(vault: Vault) -> None:
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("REME_")}, **ENV}
+    proc = subprocess.Popen([sys.executable, "-m", "reme_agent", "serve", "--vault",
+                             str(vault.root)], env=env, stderr=subprocess.PIPE, text=True)
+    sock = vault.internal / "warm" / SOCKET_NAME
+    try:
+        deadline = time.monotonic() + 120
+        while not sock.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr
+            time.sleep(0.1)
+        warm = cli(vault.root, *SEARCH, "--json")
+        cold = cli(vault.root, *SEARCH, "--json", REME_WARM="0")
+        assert warm.stdout == cold.stdout and warm.returncode == 0
+        again = subprocess.run([sys.executable, "-m", "reme_agent", "serve", "--vault",
+                                str(vault.root), "--seconds", "1"], env=env,
+                               capture_output=True, text=True, timeout=120, check=False)
+        assert again.returncode == 1 and "already serves" in again.stderr
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "serving search and hooks warm" in err
+    assert not sock.exists()
