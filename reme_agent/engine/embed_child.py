@@ -89,7 +89,7 @@ def main(argv: list[str]) -> int:
         try:
             vecs = np.ascontiguousarray(embedder.embed_documents(texts), dtype=np.float32)
         except Exception as exc:  # reported to the parent, which fails the run with it
-            msg = f"{type(exc).__name__}: {exc}".encode()
+            msg = f"{type(exc).__name__}: {exc}".encode("utf-8", "replace")
             write_frame(out, b"E", len(msg), msg)
             continue
         write_frame(out, b"V", int(vecs.shape[0]), int(vecs.shape[1]), vecs.tobytes())

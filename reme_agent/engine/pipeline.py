@@ -279,11 +279,15 @@ class EmbedPipeline:
             while (batch := self._todo.get()) is not _DONE:
                 if self._error is not None:
                     continue
-                payload = json.dumps([b[1] for b in batch], ensure_ascii=False).encode()
                 try:
+                    # ASCII JSON: any string survives, even one a UTF-8 encoder would refuse
+                    payload = json.dumps([b[1] for b in batch]).encode("ascii")
                     write_frame(child.stdin, b"T", len(payload), payload)
                 except OSError as exc:
                     self._fail(BackendError(f"the embedding process stopped: {exc}"))
+                    continue
+                except BaseException as exc:  # never leave the reader blocked on a full queue
+                    self._fail(exc)
                     continue
                 self._inflight.put(batch)
         finally:
