@@ -85,7 +85,7 @@ class Vault:
         self._lock = threading.RLock()
         self._vector_client: Any | None = None
         self._warming = False
-        self._warm_thread: threading.Thread | None = None
+        self._warm_threads: list[threading.Thread] = []
         self._closing = threading.Event()
         self._queue: WorkQueue | None = None
         self._queue_lock = threading.Lock()
@@ -225,19 +225,15 @@ class Vault:
 
     def _warm_up(self) -> None:
         """On the first `ready`, load what the first search needs in the background while
-        this thread loads the projections: the embedding model, the vector index (chroma
-        reads its HNSW files on the first query, mostly outside the GIL, while the snapshot
-        loads here; G6), jieba's dictionary and search's name index. `close` waits for it."""
+        this thread loads the projections (G6, in the order the search needs them): jieba's
+        dictionary and search's name index, then the embedding model; and, on a second
+        thread, the vector index (chroma reads its HNSW files on the first query, mostly
+        outside the GIL). `close` waits for the second one before closing chroma."""
         if self._warming:
             return
         self._warming = True
 
-        def warm() -> None:
-            from reme_agent.engine.tokenize import warm_up
-            from reme_agent.recall.names import index_for
-
-            steps = (lambda: self.embedder.embed_query("warm up"), self._prefetch_vectors,
-                     warm_up, lambda: index_for(self))   # names: ~1 s at 10k notes
+        def run(steps: tuple[Callable[[], object], ...]) -> None:
             try:
                 for step in steps:
                     if self._closing.is_set():
@@ -246,8 +242,17 @@ class Vault:
             except Exception as exc:  # the real call will raise it again, with context
                 log.debug("warm-up failed: %s", exc)
 
-        self._warm_thread = threading.Thread(target=warm, name="reme-warm-up", daemon=True)
-        self._warm_thread.start()
+        from reme_agent.engine.tokenize import warm_up
+        from reme_agent.recall.names import index_for
+
+        plans = {"reme-warm-up": (warm_up, lambda: index_for(self),   # names: ~1 s at 10k
+                                  lambda: self.embedder.embed_query("warm up")),
+                 "reme-warm-vectors": (self._prefetch_vectors,)}
+        for name, steps in plans.items():
+            thread = threading.Thread(target=run, args=(steps,), name=name, daemon=True)
+            thread.start()
+            if name == "reme-warm-vectors":
+                self._warm_threads.append(thread)   # `close` waits: it queries chroma
 
     def _prefetch_vectors(self) -> None:
         """One tiny query, so chroma loads the vector index now rather than in the first
@@ -273,8 +278,8 @@ class Vault:
             except Exception as exc:  # closing must go on
                 log.warning("a close callback failed: %s", exc)
         self._closing.set()
-        if self._warm_thread is not None:   # it may be querying the stores closed below
-            self._warm_thread.join(timeout=30)
+        for thread in self._warm_threads:   # the vector prefetch: chroma is closed below
+            thread.join(timeout=30)
         if "indexer" in self.__dict__:
             try:
                 self.indexer.save_snapshot()
