@@ -336,7 +336,7 @@ class Indexer:
         except BaseException:
             pending.abort()
             raise
-        report.embedded = self._finish_embedding(pending)
+        report.embedded = self._embed(pending)
         self.last_embed_mode = pending.started or "inline"
         if full:
             self.state.prune_orphan_blocks()
@@ -511,19 +511,9 @@ class Indexer:
                       str(note.error) if note.error else None, time.time())
         return row, blocks, docs
 
-    def _finish_embedding(self, pending: EmbedPipeline) -> int:
-        """Wait for the pipeline; the "embedding" bar counts the blocks it has left."""
+    def _embed(self, pending: EmbedPipeline) -> int:
+        """Finish the pipeline's embedding; the "embedding" bar counts the blocks it has left."""
         return pending.finish(lambda left: self._bars("embedding", left, "block"))
-
-    def _embed(self, pending: list[tuple[str, str, dict[str, Any]]]) -> int:
-        if not pending:
-            return 0
-        bar = self._bars("embedding", len(pending), "block")
-        try:
-            return self.vector.upsert([p[0] for p in pending], [p[1] for p in pending],
-                                      [p[2] for p in pending], progress=bar.update)
-        finally:
-            bar.close()
 
     def _repair_vectors(self, check: bool) -> int:
         """Re-embed blocks the vector store lost (deleted/corrupt index, new embedder, a
@@ -544,11 +534,11 @@ class Indexer:
         log.warning("vector store is missing %d blocks; re-embedding them", len(missing))
         rows = self.state.blocks_by_id(missing)
         titles = {path: note_title(path, r.frontmatter, "") for path, r in self.state.files().items()}
-        pending = []
+        pending = EmbedPipeline(self.vector, batch_size=self.vector.batch_size, mode="inline")
         for bid in missing:
             row = rows[bid]
-            doc = block_document(titles.get(row.path, ""), row.text)
-            pending.append((bid, doc, {"path": row.path}))
+            pending.add(bid, block_document(titles.get(row.path, ""), row.text),
+                        {"path": row.path})
         return self._embed(pending)
 
     # -- graph -------------------------------------------------------------------------

@@ -152,10 +152,17 @@ def test_without_a_python_to_start_the_run_embeds_in_a_thread(
 
 
 def _children() -> list[int]:
+    """This process's embedding processes (only those: other tests may leave others)."""
     pids = []
     for task in os.listdir(f"/proc/{os.getpid()}/task"):
         with open(f"/proc/{os.getpid()}/task/{task}/children") as f:
-            pids += [int(p) for p in f.read().split()]
+            for pid in f.read().split():
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as cmd:
+                        if b"reme_agent.engine.embed_child" in cmd.read():
+                            pids.append(int(pid))
+                except FileNotFoundError:
+                    continue
     return pids
 
 
