@@ -10,7 +10,8 @@ without it, with whatever else the machine is doing (its load average is printed
 and end). `auto` is what `embedder.threads: auto` resolves to for each call
 (engine/embedders.py `resolve_threads`: 1 for a query; the idle cores minus one, at least 1,
 for bulk). A second table does the same for chroma's HNSW insertion threads
-(`hnsw.num_threads`, default = CPU count), the other thread pool on the index path.
+(`hnsw.num_threads`, default = CPU count), the other thread pool on the index path, and a
+third the bulk blocks/s per batch size (`embedder.batch_size`) at `auto`.
 Prints numbers; asserts nothing.
 """
 
@@ -79,6 +80,7 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=40, help="queries per chunk")
     ap.add_argument("--blocks", type=int, default=256, help="blocks per chunk")
     ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--batches", default="16,64,256", help="batch sizes compared (at auto)")
     ap.add_argument("--chroma", type=int, default=2048, help="vectors per chroma chunk (0: skip)")
     args = ap.parse_args()
 
@@ -94,6 +96,8 @@ def main() -> None:
     resolved: dict[tuple[str, object], set[int]] = {k: set() for k in lat}
     chroma_settings = [1, None]
     crate = {(c, s): [] for c in conditions for s in chroma_settings}
+    batches = [int(b) for b in args.batches.split(",") if b]
+    brate = {(c, b): [] for c in conditions for b in batches}
     start = load_text()
     tmp = Path(tempfile.mkdtemp(prefix="bench-threads-"))
     try:
@@ -118,6 +122,9 @@ def main() -> None:
                         got, blocks_s = embed_chunk(emb, qs, bs, args.batch)
                         lat[(cond, s)] += got
                         rate[(cond, s)].append(blocks_s)
+                    emb.threads = "auto"
+                    for b in (batches if r % 2 == 0 else batches[::-1]):
+                        brate[(cond, b)].append(embed_chunk(emb, [], bs, b)[1])
                     for cs in (chroma_settings if args.chroma else []):
                         folder = tmp / f"chroma-{r}-{cond}-{cs}"
                         crate[(cond, cs)].append(chroma_chunk(cs, vecs, folder))
@@ -152,6 +159,12 @@ def main() -> None:
             print(f"  {cond:<9} hnsw num_threads=1: {one:.0f}; default ({os.cpu_count()}): "
                   f"{default:.0f}; default/1 = x{default / one:.2f}")
             rows.append({"condition": cond, "chroma_threads_1": one, "chroma_default": default})
+    if batches:
+        print("  bulk blocks/s by batch size (threads auto): " + "; ".join(
+            f"{cond}: " + ", ".join(f"{b}: {statistics.median(brate[(cond, b)]):.0f}"
+                                    for b in batches) for cond in conditions))
+        rows += [{"condition": c, "batch": b, "bulk_blocks_s": statistics.median(brate[(c, b)])}
+                 for c in conditions for b in batches]
     print(json.dumps({"load_start": start, "load_end": end, "rows": rows}))
 
 

@@ -16,6 +16,7 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -252,3 +253,59 @@ def test_reme_agent_serve_answers_until_stopped_then_removes_its_socket(vault: V
     assert proc.returncode == 0, err
     assert "serving search and hooks warm" in err
     assert not sock.exists()
+
+
+class DiesAfterAccepting:
+    """A server that accepts one request, then dies (a crash mid-answer): the socket is real,
+    the lock is held like a live server's."""
+
+    def __init__(self, vault: Vault) -> None:
+        folder = vault.internal / "warm"
+        folder.mkdir(mode=0o700, exist_ok=True)
+        self.lock = os.open(folder / LOCK_NAME, os.O_CREAT | os.O_RDWR, 0o600)
+        import fcntl
+
+        fcntl.flock(self.lock, fcntl.LOCK_EX)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(str(folder / SOCKET_NAME))
+        self.sock.listen(1)
+        self.requests: list[dict[str, Any]] = []
+        self.thread = threading.Thread(target=self._once, daemon=True)
+        self.thread.start()
+
+    def _once(self) -> None:
+        conn, _ = self.sock.accept()
+        with conn, conn.makefile("rb") as reader:
+            self.requests.append(json.loads(reader.readline()))
+            conn.sendall(b'{"accepted": true}\n')
+
+    def close(self) -> None:
+        self.thread.join(timeout=60)
+        self.sock.close()
+        os.close(self.lock)
+
+
+def test_a_search_whose_server_dies_after_accepting_is_answered_in_process(
+        vault: Vault) -> None:
+    dying = DiesAfterAccepting(vault)
+    try:
+        got = cli(vault.root, *SEARCH, "--json")
+    finally:
+        dying.close()
+    assert dying.requests and dying.requests[0]["op"] == "search"
+    cold = cli(vault.root, *SEARCH, "--json", REME_WARM="0")
+    assert got.returncode == 0 and got.stdout == cold.stdout
+
+
+def test_a_hook_whose_server_dies_after_accepting_is_not_run_again(vault: Vault) -> None:
+    dying = DiesAfterAccepting(vault)
+    event = {"session_id": "d1", "messages": [{"role": "user", "content": "Hello there."},
+                                              {"role": "assistant", "content": "Hi."}]}
+    try:
+        got = cli(vault.root, "hook", "pre_compact", stdin=json.dumps(event))
+    finally:
+        dying.close()
+    assert dying.requests and dying.requests[0]["op"] == "hook"
+    assert got.returncode == 0 and got.stdout == ""
+    assert "Error: reme-agent hook pre_compact" in got.stderr and "stopped" in got.stderr
+    assert not list(vault.root.glob("daily/*/session-d1"))   # the client did not run it too
