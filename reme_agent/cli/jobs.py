@@ -157,7 +157,7 @@ def _warm_hook(c: Ctx, name: str, mode: str, event: Any, root: Path) -> dict[str
 
     Paths in the event are made absolute here (the warm process has another working
     directory), which changes no file they name."""
-    from reme_agent.cli.warm import ask
+    from reme_agent.cli.warm import HOOK_TIMEOUT, ask
 
     data = event.model_dump(mode="json", exclude_none=True)
     if data.get("cwd"):
@@ -165,4 +165,4 @@ def _warm_hook(c: Ctx, name: str, mode: str, event: Any, root: Path) -> dict[str
     elif data.get("transcript_path"):
         data["transcript_path"] = os.path.abspath(os.path.expanduser(data["transcript_path"]))
     return ask(root, "hook", {"name": name, "mode": mode, "event": data}, c.configs,
-               answer_timeout=None)
+               answer_timeout=HOOK_TIMEOUT)

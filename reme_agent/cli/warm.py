@@ -58,6 +58,11 @@ CONNECT_TIMEOUT = 1.0
 """Seconds to connect and get the "accepted" line; past it the client runs in-process."""
 SEARCH_TIMEOUT = 5.0
 """Seconds a search may take once accepted before the client gives up and runs it itself."""
+HOOK_TIMEOUT = 900.0
+"""Seconds an accepted hook may take (a model call included) before the client reports it
+as failed; it is never run a second time."""
+REQUEST_TIMEOUT = 10.0
+"""Seconds the server waits for a connected client to send its request line."""
 MAX_LINE = 64 * 1024 * 1024
 """Largest request line (a hook event may carry a long transcript)."""
 ENV_SWITCH = "REME_WARM"
@@ -167,7 +172,7 @@ def ask(root: Path, op: str, args: dict[str, Any], configs: list[Path], *,
             return answer
         if op == "search":
             return None
-        return {"ok": False, "error": "the warm process stopped before answering"}
+        return {"ok": False, "error": "the warm process stopped or timed out before answering"}
 
 
 def _connect(folder: Path) -> socket.socket:
@@ -231,6 +236,7 @@ class WarmServer:
         self._stop = threading.Event()
         self._writes = threading.Lock()   # hooks write: one at a time
         self.served = 0                      # requests answered (accepted and run)
+        self._count = threading.Lock()
 
     def start(self) -> bool:
         """Listen in a background thread; False if another process already serves the vault
@@ -311,7 +317,9 @@ class WarmServer:
                 if uid is not None and uid != os.getuid():
                     self._send(conn, {"accepted": False, "reason": "another user"})
                     return
+                conn.settimeout(REQUEST_TIMEOUT)
                 line = reader.readline(MAX_LINE + 1)
+                conn.settimeout(None)
                 if len(line) > MAX_LINE:
                     self._send(conn, {"accepted": False, "reason": "request too large"})
                     return
@@ -322,7 +330,8 @@ class WarmServer:
                     return
                 self._send(conn, {"accepted": True})
                 answer = self._run(request)
-                self.served += 1
+                with self._count:
+                    self.served += 1
                 self._send(conn, answer)
             except (OSError, ValueError) as exc:  # a client gone or talking nonsense
                 log.debug("warm request failed: %s", exc)
