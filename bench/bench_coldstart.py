@@ -105,7 +105,12 @@ def measure(root: Path, embedder: str, rounds: int) -> dict[str, object]:
                 seconds, answer = first_answer(root, query, embedder, warm=is_warm)
                 (warm if is_warm else cold).append(seconds)
                 got[is_warm] = json.loads(answer)
-            same += got[True] == got[False]
+            if got[True] == got[False]:
+                same += 1
+            else:
+                keys = sorted(k for k in set(got[True]) | set(got[False])
+                              if got[True].get(k) != got[False].get(k))
+                print(f"  {query!r}: warm and cold differ in {keys}", flush=True)
     finally:
         server.terminate()
         server.wait()
