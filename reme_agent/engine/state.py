@@ -169,6 +169,16 @@ class IndexState:
         with self._lock:
             return dict(self._db.execute("SELECT path, stamp FROM files"))
 
+    def paths_where(self, key: str, value: str) -> set[str]:
+        """Paths whose frontmatter has top-level `key` equal to the string `value`: one scan
+        in SQLite (a substring test first, JSON parsed only for the rows holding `value`)."""
+        sql = ("SELECT path FROM files WHERE instr(frontmatter, ?) > 0 "
+               "AND json_extract(frontmatter, ?) = ?")
+        with self._lock:
+            rows = self._db.execute(sql, (json.dumps(value, ensure_ascii=False),
+                                          "$." + json.dumps(key), value))
+            return {r[0] for r in rows}
+
     def file(self, path: str) -> FileRow | None:
         with self._lock:
             row = self._db.execute("SELECT * FROM files WHERE path=?", (path,)).fetchone()

@@ -68,6 +68,7 @@ class NodeCatalog:
         self._generation = -1
         self._nodes: dict[str, NodeInfo | None] = {}
         self._degrees: dict[str, int] = {}
+        self._suspended: frozenset[str] = frozenset()   # what `_degrees` was counted without
 
     def sync(self) -> None:
         """Drop the cache if an index run committed since it was filled (one SQL read)."""
@@ -78,11 +79,15 @@ class NodeCatalog:
                 self._degrees = {}
                 self._generation = gen
 
-    def in_degree(self, graph: Any, path: str) -> int:
-        """The graph's in_degree, memoised until the next index run (hubs cost a walk)."""
+    def in_degree(self, graph: Any, path: str, suspended: frozenset[str] = frozenset()) -> int:
+        """The graph's in_degree without links from or to `suspended` notes (archived ones),
+        memoised until the next index run or another suspended set (hubs cost a walk)."""
+        if suspended is not self._suspended:
+            self._degrees, self._suspended = {}, suspended
         value = self._degrees.get(path)
         if value is None:
-            value = self._degrees[path] = int(graph.in_degree(path))
+            value = self._degrees[path] = (
+                0 if path in suspended else int(graph.in_degree(path, skip=suspended)))
         return value
 
     def get(self, path: str) -> NodeInfo | None:

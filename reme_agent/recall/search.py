@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from reme_agent.engine.tokenize import tokenize
 from reme_agent.errors import InvalidArgument
+from reme_agent.recall.archive import archived_paths
 from reme_agent.recall.candidates import BlockHit, hybrid_candidates
 from reme_agent.recall.evidence import QueryEvidence, extra_block_ids, gather
 from reme_agent.recall.expand import MAX_DEPTH, expand_links
@@ -165,7 +166,7 @@ def search(vault: Vault, query: str, *, limit: int = 10, include_archived: bool 
         expansion = expand_links(vault.graph, [n.path for n in results], ctx.catalog,
                                  depth=depth, per_direction=opts.max_links_per_direction,
                                  budget=opts.expand_path_budget,
-                                 exclude=lambda p: not shown(p))
+                                 exclude=lambda p: not shown(p), suspended=ctx.archived)
         expansion = _fresh_expansion(vault, expansion, ctx)
 
     if log_access and results:
@@ -224,7 +225,7 @@ def _excluder(vault: Vault, include_archived: bool, *, prefix: str | None,
     shown_hidden = {h for h in HIDDEN_LAYERS
                     if h in wanted or (prefix and layer_of(prefix.lstrip("/")) == h)}
     hidden = tuple(f"{h}/" for h in HIDDEN_LAYERS if h not in shown_hidden)
-    archived = None if include_archived else vault.signals.archived()
+    archived = None if include_archived else archived_paths(vault)
 
     def allowed(path: str) -> bool:
         if hidden and path.startswith(hidden):
@@ -267,6 +268,8 @@ def _ranked(vault: Vault, query: str, opts: SearchSettings, *, include_archived:
         done, warning = refresh_stale(vault, stale)
         if done:
             freshness.reindexed = done
+            # the re-indexed frontmatter may archive or un-archive a note (a hand edit)
+            allowed = _excluder(vault, include_archived, prefix=prefix, layers=layers)
             hits, evidence = candidates_of()
         else:
             gone = set(stale)
@@ -282,7 +285,8 @@ def _ranked(vault: Vault, query: str, opts: SearchSettings, *, include_archived:
         options=opts, graph=vault.graph, catalog=catalog, now=now or utc_now(),
         communities=communities, seed_communities=seed_communities(seeds, communities),
         last_hits=vault.signals.last_hits() if opts.use_recency else None,
-        evidence=evidence, tokens=tokens, freshness=freshness, warnings=warnings)
+        evidence=evidence, tokens=tokens, freshness=freshness, warnings=warnings,
+        archived=archived_paths(vault))
     per_path: dict[str, dict[str, float]] = {}
     for hit in hits:
         f = per_path.get(hit.path)
