@@ -214,8 +214,13 @@ def _check_query(query: str, limit: int) -> None:
 
 
 def _excluder(vault: Vault, include_archived: bool, *, prefix: str | None,
-              layers: list[str] | None) -> Callable[[str], bool]:
-    """allowed(path): the prefix / layer filter, hidden layers and the archived set."""
+              layers: list[str] | None, held_back: set[str] | None = None
+              ) -> Callable[[str], bool]:
+    """allowed(path): the prefix / layer filter, hidden layers and the archived set.
+
+    Archived paths it refuses are added to `held_back`: the candidates are asked only near
+    the top of their ranking, so these are the archived notes this query would have found,
+    the ones whose file to check for a hand edit that un-archived them."""
     if layers:
         unknown = [name for name in layers if name not in TOP_FOLDERS]
         if unknown:
@@ -234,14 +239,20 @@ def _excluder(vault: Vault, include_archived: bool, *, prefix: str | None,
             return False
         if wanted and layer_of(path) not in wanted:
             return False
-        return not (archived and path in archived)
+        if archived and path in archived:
+            if held_back is not None:
+                held_back.add(path)
+            return False
+        return True
     return allowed
 
 
 def _ranked(vault: Vault, query: str, opts: SearchSettings, *, include_archived: bool,
             prefix: str | None, layers: list[str] | None, query_rewrite: str | None,
             now: datetime | None, candidates: int) -> tuple[list[BlockHit], FactorContext]:
-    allowed = _excluder(vault, include_archived, prefix=prefix, layers=layers)
+    held_back: set[str] = set()
+    allowed = _excluder(vault, include_archived, prefix=prefix, layers=layers,
+                        held_back=held_back)
     strict = bool(prefix or layers)
     vault.ready()
     tokens = tokenize(query)
@@ -259,11 +270,12 @@ def _ranked(vault: Vault, query: str, opts: SearchSettings, *, include_archived:
 
     hits, evidence = candidates_of()
     # Never stale (DESIGN §7): a candidate whose file changed or vanished since it was
-    # indexed is re-indexed and the search runs again; if that fails, it is left out.
+    # indexed is re-indexed and the search runs again; if that fails, it is left out. The
+    # archived notes the filter held back are checked too: a hand edit may un-archive one.
     check = check_for(vault)
     freshness = IndexFreshness()
     warnings: list[str] = []
-    stale = check.stale(str(vault.root), {h.path for h in hits})
+    stale = check.stale(str(vault.root), {h.path for h in hits} | held_back)
     if stale:
         done, warning = refresh_stale(vault, stale)
         if done:

@@ -77,6 +77,20 @@ def test_every_tool_is_reachable_as_a_subcommand(vault) -> None:
     assert code == 0 and "title: BM25" in out and "role: concept" in out
 
 
+def test_traverse_command_leaves_archived_notes_out_like_the_tool(vault) -> None:
+    daily = "daily/2026-11-28/search-tuning/search-tuning.md"
+    code, out, _ = run(vault, "traverse", BM25, "--direction", "in", "--json")
+    assert code == 0 and daily in json.loads(out)["nodes"]
+    text = (vault.root / daily).read_text(encoding="utf-8")
+    (vault.root / daily).write_text(text.replace("status: active", "status: archived"),
+                                    encoding="utf-8")   # a person archives it by hand
+    vault.refresh([daily])
+    for flags, shown in (((), False), (("--exclude-archived",), False),
+                         (("--include-archived",), True)):
+        code, out, _ = run(vault, "traverse", BM25, "--direction", "in", *flags, "--json")
+        assert code == 0 and (daily in json.loads(out)["nodes"]) is shown, flags
+
+
 def test_tool_help_shows_the_docstring_text(vault) -> None:
     result = CliRunner().invoke(cli, ["tool", "read", "--help"])
     assert result.exit_code == 0 and "--start-line" in result.output
