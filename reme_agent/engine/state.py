@@ -169,15 +169,21 @@ class IndexState:
         with self._lock:
             return dict(self._db.execute("SELECT path, stamp FROM files"))
 
-    def paths_where(self, key: str, value: str) -> set[str]:
-        """Paths whose frontmatter has top-level `key` equal to the string `value`: one scan
-        in SQLite (a substring test first, JSON parsed only for the rows holding `value`)."""
-        sql = ("SELECT path FROM files WHERE instr(frontmatter, ?) > 0 "
-               "AND json_extract(frontmatter, ?) = ?")
+    def frontmatter_values(self, paths: Iterable[str], key: str) -> dict[str, Any]:
+        """path -> the value of top-level frontmatter `key` (None when absent; a list or
+        mapping as its JSON text) for each of `paths` that is indexed; read in SQLite, so
+        no frontmatter is decoded here."""
+        wanted = list(dict.fromkeys(paths))
+        where = "$." + json.dumps(key)
+        out: dict[str, Any] = {}
         with self._lock:
-            rows = self._db.execute(sql, (json.dumps(value, ensure_ascii=False),
-                                          "$." + json.dumps(key), value))
-            return {r[0] for r in rows}
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start:start + 500]
+                marks = ",".join("?" * len(chunk))
+                out.update(self._db.execute(
+                    f"SELECT path, json_extract(frontmatter, ?) FROM files WHERE path IN ({marks})",
+                    [where, *chunk]))
+        return out
 
     def file(self, path: str) -> FileRow | None:
         with self._lock:

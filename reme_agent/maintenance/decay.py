@@ -50,7 +50,7 @@ from reme_agent.engine.view import VaultView
 from reme_agent.errors import ReMeError
 from reme_agent.maintenance.access import rename_entries
 from reme_agent.maintenance.report import StepResult
-from reme_agent.recall.archive import archived_paths
+from reme_agent.recall.archive import archived_in
 from reme_agent.recall.signals import ArchivedSignal, RecencySignal, iso_utc, parse_moment
 from reme_agent.schema.frontmatter import status_move_error
 from reme_agent.schema.layout import AUDIT, META, RESOURCE, is_record, layer_of
@@ -104,7 +104,9 @@ def run_decay(vault: Vault, view: VaultView, *, now: datetime, params: DecayPara
         prev_state = {p: v for p, v in raw.items() if isinstance(v, dict)}
 
     prev_thawed = set(prev.thawed) if isinstance(prev, ArchivedSignal) else set()
-    suspended = archived_paths(vault)   # archived notes' links keep nothing warm
+    # archived notes' links keep nothing warm (the status as the files say it now)
+    suspended = archived_in(prev, {p: r.frontmatter for p, r in view.notes.items()
+                                   if isinstance(r.frontmatter, dict)})
     scores: dict[str, float] = {}
     activity: dict[str, datetime] = {}
     for path, row in sorted(view.notes.items()):

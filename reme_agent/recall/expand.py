@@ -27,7 +27,7 @@ MAX_DEPTH = 3
 def expand_links(graph: Any, seeds: list[str], catalog: NodeCatalog, *, depth: int,
                  per_direction: int, budget: int,
                  exclude: Callable[[str], bool] | None = None,
-                 suspended: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+                 suspended: Any = None) -> list[dict[str, Any]]:
     """Expansion entries (path, title, predicate, direction, depth, via, seed), walk order;
     `suspended` (archived) notes' links do not count in the in-degree that ranks them."""
     depth = max(0, min(depth, MAX_DEPTH))

@@ -51,7 +51,7 @@ class FactorContext:
     tokens: list[str] = field(default_factory=list)   # the query's keyword tokens
     freshness: Any = None         # recall.freshness.IndexFreshness of this search
     warnings: list[str] = field(default_factory=list)
-    archived: frozenset[str] = frozenset()   # notes whose links are suspended
+    archived: Any = None          # recall.archive.Archived: notes whose links are suspended
 
 
 def centrality(in_degree: int, alpha: float) -> float:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from reme_agent.engine.tokenize import tokenize
 from reme_agent.errors import InvalidArgument
-from reme_agent.recall.archive import archived_paths
+from reme_agent.recall.archive import archived_now
 from reme_agent.recall.candidates import BlockHit, hybrid_candidates
 from reme_agent.recall.evidence import QueryEvidence, extra_block_ids, gather
 from reme_agent.recall.expand import MAX_DEPTH, expand_links
@@ -230,7 +230,7 @@ def _excluder(vault: Vault, include_archived: bool, *, prefix: str | None,
     shown_hidden = {h for h in HIDDEN_LAYERS
                     if h in wanted or (prefix and layer_of(prefix.lstrip("/")) == h)}
     hidden = tuple(f"{h}/" for h in HIDDEN_LAYERS if h not in shown_hidden)
-    archived = None if include_archived else archived_paths(vault)
+    archived = None if include_archived else archived_now(vault)
 
     def allowed(path: str) -> bool:
         if hidden and path.startswith(hidden):
@@ -239,7 +239,7 @@ def _excluder(vault: Vault, include_archived: bool, *, prefix: str | None,
             return False
         if wanted and layer_of(path) not in wanted:
             return False
-        if archived and path in archived:
+        if archived is not None and path in archived:
             if held_back is not None:
                 held_back.add(path)
             return False
@@ -298,7 +298,7 @@ def _ranked(vault: Vault, query: str, opts: SearchSettings, *, include_archived:
         communities=communities, seed_communities=seed_communities(seeds, communities),
         last_hits=vault.signals.last_hits() if opts.use_recency else None,
         evidence=evidence, tokens=tokens, freshness=freshness, warnings=warnings,
-        archived=archived_paths(vault))
+        archived=archived_now(vault))
     per_path: dict[str, dict[str, float]] = {}
     for hit in hits:
         f = per_path.get(hit.path)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Literal
 
 from reme_agent.errors import AmbiguousName, InvalidArgument, NoteNotFound
-from reme_agent.recall.archive import archived_paths
+from reme_agent.recall.archive import archived_now
 from reme_agent.toolkit.results import ToolResult, tool
 
 if TYPE_CHECKING:
@@ -103,8 +103,7 @@ def graph_traverse(vault: Vault, seeds: list[str] | str,
     vault.ready()
     starts = _resolve_seeds(vault, [seeds] if isinstance(seeds, str) else seeds)
     preds = None if predicates is None else [p or None for p in predicates]
-    archived = frozenset() if include_archived else archived_paths(vault)
-    exclude = archived.__contains__ if archived else None
+    exclude = None if include_archived else archived_now(vault).__contains__
     edges = vault.graph.traverse(starts, direction, depth, preds, exclude, max_nodes)
     nodes = list(dict.fromkeys(e["target"] if e["direction"] == "out" else e["source"]
                                for e in edges))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from reme_agent.recall.archive import archived_paths
+from reme_agent.recall.archive import archived_now
 from reme_agent.recall.search import SearchResponse, search
 from tests.recall.conftest import SETTINGS, VaultFactory, note, write_meta
 
@@ -17,6 +17,11 @@ OTHER = "knowledge/other/other.md"
 LINKER = "daily/2026-01-05/linker/linker.md"
 STREAM = {"lifecycle": "streaming", "scope": "instance", "source": "auto",
           "role": "observation", "originSessionId": "s-1"}
+
+
+def _archived(vault) -> set[str]:
+    now = archived_now(vault)
+    return {p for p in (TARGET, OTHER, LINKER) if p in now}
 
 
 def _results(response: SearchResponse) -> dict[str, dict[str, float]]:
@@ -82,10 +87,10 @@ def test_the_maintainers_list_counts_and_a_hand_unarchive_of_a_listed_note_resto
     vault.refresh([OTHER])
     write_meta(vault, "archived", {"threshold": 1.0, "archived": [OTHER, TARGET],
                                    "state": {OTHER: {"stamp": "x", "activity": "2026-01-01"}}})
-    assert archived_paths(vault) == {OTHER, TARGET}   # TARGET: listed, without a status
+    assert _archived(vault) == {OTHER, TARGET}   # TARGET: listed, without a status
     _set_status(vault, OTHER, "distilled")
     assert OTHER in _results(search(vault, QUERY, log_access=False))
-    assert archived_paths(vault) == {TARGET}
+    assert _archived(vault) == {TARGET}
 
 
 def test_a_thawed_note_is_live_though_its_status_still_says_archived(
@@ -95,17 +100,17 @@ def test_a_thawed_note_is_live_though_its_status_still_says_archived(
     _set_status(vault, LINKER, "archived")
     vault.index()
     write_meta(vault, "archived", {"threshold": 1.0, "archived": [], "thawed": [OTHER]})
-    assert archived_paths(vault) == {LINKER}
+    assert _archived(vault) == {LINKER}
     assert OTHER in _results(search(vault, QUERY, log_access=False))
 
 
-def test_the_archived_set_is_cached_until_the_index_or_the_list_changes(
+def test_the_archived_set_is_remade_when_the_index_or_the_list_changes(
         make_vault: VaultFactory) -> None:
     vault = _vault(make_vault)
-    first = archived_paths(vault)
-    assert archived_paths(vault) is first and first == frozenset()
+    first = archived_now(vault)
+    assert archived_now(vault) is first and _archived(vault) == set()
     write_meta(vault, "archived", {"archived": [OTHER]})
-    assert archived_paths(vault) == {OTHER}
+    assert archived_now(vault) is not first and _archived(vault) == {OTHER}
     _set_status(vault, LINKER, "archived")
     vault.refresh([LINKER])
-    assert archived_paths(vault) == {OTHER, LINKER}
+    assert _archived(vault) == {OTHER, LINKER}
