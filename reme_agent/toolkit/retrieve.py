@@ -42,7 +42,7 @@ def search(vault: Vault, query: str, limit: int = 10, path_prefix: str | None = 
         path_prefix: Only search under this folder, e.g. "knowledge/" or "daily/2026-11-".
         layers: Only these top folders, e.g. ["knowledge"]; meta and audit are searched only
             when named here.
-        include_archived: Also return notes the maintainer archived (old, unused ones).
+        include_archived: Also return archived notes (`status: archived`: old, unused ones).
         expand_depth: Link hops listed beside the results (0-3; default from config, 1).
         top_chunks_per_path: Matching passages shown per note (default from config, 2).
         query_rewrite: Another wording of the query for the meaning (vector) side only,
