@@ -22,7 +22,7 @@ ATOMIC = {"search", "graph_traverse", "list", "read", "stat", "property_read", "
           "copy",
           "delete", "upload", "download", "daily_read", "daily_list", "daily_write",
           "daily_status", "lint_dangling", "lint_orphans", "lint_collisions", "lint_schema",
-          "lint_alias_links"}
+          "lint_alias_links", "lint_redirect_links"}
 
 
 TOKEN = "t0k-Jq9vX2mLr8sWc4Zp"

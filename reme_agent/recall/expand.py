@@ -26,8 +26,10 @@ MAX_DEPTH = 3
 
 def expand_links(graph: Any, seeds: list[str], catalog: NodeCatalog, *, depth: int,
                  per_direction: int, budget: int,
-                 exclude: Callable[[str], bool] | None = None) -> list[dict[str, Any]]:
-    """Expansion entries (path, title, predicate, direction, depth, via, seed), walk order."""
+                 exclude: Callable[[str], bool] | None = None,
+                 suspended: Any = None) -> list[dict[str, Any]]:
+    """Expansion entries (path, title, predicate, direction, depth, via, seed), walk order;
+    `suspended` (archived) notes' links do not count in the in-degree that ranks them."""
     depth = max(0, min(depth, MAX_DEPTH))
     if depth == 0 or budget <= 0 or not seeds:
         return []
@@ -42,7 +44,8 @@ def expand_links(graph: Any, seeds: list[str], catalog: NodeCatalog, *, depth: i
         """Most linked-to first, but only when the cap forces a choice (in_degree is a walk)."""
         if len(nodes) <= per_direction:
             return sorted(nodes)
-        return sorted(nodes, key=lambda o: (-catalog.in_degree(graph, o), o))[:per_direction]
+        return sorted(nodes, key=lambda o: (-catalog.in_degree(graph, o, suspended), o)
+                      )[:per_direction]
 
     for hop in range(1, depth + 1):
         queues: list[list[tuple[str, str | None, str, str, str]]] = []

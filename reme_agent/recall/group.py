@@ -68,6 +68,7 @@ class NodeCatalog:
         self._generation = -1
         self._nodes: dict[str, NodeInfo | None] = {}
         self._degrees: dict[str, int] = {}
+        self._suspended: Any = None   # what `_degrees` was counted without (an Archived)
 
     def sync(self) -> None:
         """Drop the cache if an index run committed since it was filled (one SQL read)."""
@@ -78,11 +79,15 @@ class NodeCatalog:
                 self._degrees = {}
                 self._generation = gen
 
-    def in_degree(self, graph: Any, path: str) -> int:
-        """The graph's in_degree, memoised until the next index run (hubs cost a walk)."""
+    def in_degree(self, graph: Any, path: str, suspended: Any = None) -> int:
+        """The graph's in_degree without links from or to `suspended` notes (an
+        `recall.archive.Archived`), memoised until the next index run or another suspended
+        set (hubs cost a walk)."""
+        if suspended is not self._suspended:
+            self._degrees, self._suspended = {}, suspended
         value = self._degrees.get(path)
         if value is None:
-            value = self._degrees[path] = int(graph.in_degree(path))
+            value = self._degrees[path] = _live_in_degree(graph, path, suspended)
         return value
 
     def get(self, path: str) -> NodeInfo | None:
@@ -116,6 +121,18 @@ class NodeCatalog:
             description=" ".join(desc.split()) if isinstance(desc, str) else "",
             updated=max(dates) if dates else None,
             mtime=datetime.fromtimestamp(row.mtime_ns / 1e9, tz=UTC))
+
+
+def _live_in_degree(graph: Any, path: str, suspended: Any) -> int:
+    if suspended is None:
+        return int(graph.in_degree(path))
+    if path in suspended:
+        return 0
+    sources = [s for s, _ in graph.inbound(path)]
+    if not sources:
+        return 0
+    suspended.prefetch(sources)   # one status lookup for all linkers
+    return int(graph.in_degree(path, skip=suspended))
 
 
 _catalogs: PerVault[NodeCatalog] = PerVault(NodeCatalog)

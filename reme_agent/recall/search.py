@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from reme_agent.engine.tokenize import tokenize
 from reme_agent.errors import InvalidArgument
+from reme_agent.recall.archive import archived_now
 from reme_agent.recall.candidates import BlockHit, hybrid_candidates
 from reme_agent.recall.evidence import QueryEvidence, extra_block_ids, gather
 from reme_agent.recall.expand import MAX_DEPTH, expand_links
@@ -165,7 +166,7 @@ def search(vault: Vault, query: str, *, limit: int = 10, include_archived: bool 
         expansion = expand_links(vault.graph, [n.path for n in results], ctx.catalog,
                                  depth=depth, per_direction=opts.max_links_per_direction,
                                  budget=opts.expand_path_budget,
-                                 exclude=lambda p: not shown(p))
+                                 exclude=lambda p: not shown(p), suspended=ctx.archived)
         expansion = _fresh_expansion(vault, expansion, ctx)
 
     if log_access and results:
@@ -213,8 +214,13 @@ def _check_query(query: str, limit: int) -> None:
 
 
 def _excluder(vault: Vault, include_archived: bool, *, prefix: str | None,
-              layers: list[str] | None) -> Callable[[str], bool]:
-    """allowed(path): the prefix / layer filter, hidden layers and the archived set."""
+              layers: list[str] | None, held_back: set[str] | None = None
+              ) -> Callable[[str], bool]:
+    """allowed(path): the prefix / layer filter, hidden layers and the archived set.
+
+    Archived paths it refuses are added to `held_back`: the candidates are asked only near
+    the top of their ranking, so these are the archived notes this query would have found,
+    the ones whose file to check for a hand edit that un-archived them."""
     if layers:
         unknown = [name for name in layers if name not in TOP_FOLDERS]
         if unknown:
@@ -224,7 +230,7 @@ def _excluder(vault: Vault, include_archived: bool, *, prefix: str | None,
     shown_hidden = {h for h in HIDDEN_LAYERS
                     if h in wanted or (prefix and layer_of(prefix.lstrip("/")) == h)}
     hidden = tuple(f"{h}/" for h in HIDDEN_LAYERS if h not in shown_hidden)
-    archived = None if include_archived else vault.signals.archived()
+    archived = None if include_archived else archived_now(vault)
 
     def allowed(path: str) -> bool:
         if hidden and path.startswith(hidden):
@@ -233,14 +239,20 @@ def _excluder(vault: Vault, include_archived: bool, *, prefix: str | None,
             return False
         if wanted and layer_of(path) not in wanted:
             return False
-        return not (archived and path in archived)
+        if archived is not None and path in archived:
+            if held_back is not None:
+                held_back.add(path)
+            return False
+        return True
     return allowed
 
 
 def _ranked(vault: Vault, query: str, opts: SearchSettings, *, include_archived: bool,
             prefix: str | None, layers: list[str] | None, query_rewrite: str | None,
             now: datetime | None, candidates: int) -> tuple[list[BlockHit], FactorContext]:
-    allowed = _excluder(vault, include_archived, prefix=prefix, layers=layers)
+    held_back: set[str] = set()
+    allowed = _excluder(vault, include_archived, prefix=prefix, layers=layers,
+                        held_back=held_back)
     strict = bool(prefix or layers)
     vault.ready()
     tokens = tokenize(query)
@@ -258,15 +270,18 @@ def _ranked(vault: Vault, query: str, opts: SearchSettings, *, include_archived:
 
     hits, evidence = candidates_of()
     # Never stale (DESIGN §7): a candidate whose file changed or vanished since it was
-    # indexed is re-indexed and the search runs again; if that fails, it is left out.
+    # indexed is re-indexed and the search runs again; if that fails, it is left out. The
+    # archived notes the filter held back are checked too: a hand edit may un-archive one.
     check = check_for(vault)
     freshness = IndexFreshness()
     warnings: list[str] = []
-    stale = check.stale(str(vault.root), {h.path for h in hits})
+    stale = check.stale(str(vault.root), {h.path for h in hits} | held_back)
     if stale:
         done, warning = refresh_stale(vault, stale)
         if done:
             freshness.reindexed = done
+            # the re-indexed frontmatter may archive or un-archive a note (a hand edit)
+            allowed = _excluder(vault, include_archived, prefix=prefix, layers=layers)
             hits, evidence = candidates_of()
         else:
             gone = set(stale)
@@ -282,7 +297,8 @@ def _ranked(vault: Vault, query: str, opts: SearchSettings, *, include_archived:
         options=opts, graph=vault.graph, catalog=catalog, now=now or utc_now(),
         communities=communities, seed_communities=seed_communities(seeds, communities),
         last_hits=vault.signals.last_hits() if opts.use_recency else None,
-        evidence=evidence, tokens=tokens, freshness=freshness, warnings=warnings)
+        evidence=evidence, tokens=tokens, freshness=freshness, warnings=warnings,
+        archived=archived_now(vault))
     per_path: dict[str, dict[str, float]] = {}
     for hit in hits:
         f = per_path.get(hit.path)

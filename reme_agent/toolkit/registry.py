@@ -32,8 +32,8 @@ GROUPS: dict[str, str] = {
     "tags": "Tags used in frontmatter and the notes carrying them.",
     "fileops": "Move, copy and delete files; upload and download materials.",
     "daily": "Daily workspaces: read, list, write and move their status.",
-    "lint": "Find dangling links, orphans, name collisions, links Obsidian cannot resolve and "
-            "schema problems.",
+    "lint": "Find dangling links, orphans, name collisions, links Obsidian cannot resolve, "
+            "links to merged notes and schema problems.",
 }
 
 
@@ -182,6 +182,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec("lint_collisions", lint.lint_collisions, "lint", read_only=True),
     ToolSpec("lint_schema", lint.lint_schema, "lint", read_only=True),
     ToolSpec("lint_alias_links", lint.lint_alias_links, "lint", read_only=True),
+    ToolSpec("lint_redirect_links", lint.lint_redirect_links, "lint", read_only=True),
 )
 BY_NAME: dict[str, ToolSpec] = {s.name: s for s in TOOLS}
 

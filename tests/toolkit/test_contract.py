@@ -17,7 +17,7 @@ CONTRACT: dict[str, tuple[str, list[str], bool, bool]] = {
     "search": ("retrieve", ["query", "limit", "path_prefix", "layers", "include_archived",
                             "expand_depth", "top_chunks_per_path", "query_rewrite"], True, False),
     "graph_traverse": ("retrieve", ["seeds", "direction", "depth", "predicates",
-                                    "exclude_archived", "max_nodes"], True, False),
+                                    "include_archived", "max_nodes"], True, False),
     "list": ("read", ["folder", "recursive", "glob", "where", "limit"], True, False),
     "read": ("read", ["path", "start_line", "end_line"], True, False),
     "stat": ("read", ["path"], True, False),
@@ -44,6 +44,7 @@ CONTRACT: dict[str, tuple[str, list[str], bool, bool]] = {
     "lint_collisions": ("lint", ["folder"], True, False),
     "lint_schema": ("lint", ["folder"], True, False),
     "lint_alias_links": ("lint", ["folder"], True, False),
+    "lint_redirect_links": ("lint", ["folder"], True, False),
 }
 
 
@@ -113,7 +114,8 @@ def test_agentscope_flags_follow_the_table(vault) -> None:
 def test_groups_and_only_narrow_the_toolkit(vault) -> None:
     names = [s.name for s in select(groups=["retrieve", "lint"])]
     assert names == ["search", "graph_traverse", "lint_dangling", "lint_orphans",
-                     "lint_collisions", "lint_schema", "lint_alias_links"]
+                     "lint_collisions", "lint_schema", "lint_alias_links",
+                     "lint_redirect_links"]
     toolkit = build_toolkit(vault, only=["search", "read", "write"], tier="expert")
     got = [s["function"]["name"] for s in asyncio.run(toolkit.get_tool_schemas())]
     assert got == ["search", "read", "write"]
@@ -186,6 +188,7 @@ GOOD_CALLS: dict[str, tuple[dict, str]] = {
     "lint_collisions": ({}, "No name collisions."),
     "lint_schema": ({}, "No notes with schema errors."),
     "lint_alias_links": ({}, "No links Obsidian does not resolve."),
+    "lint_redirect_links": ({}, "No links through a merge redirect."),
 }
 BAD_CALLS: dict[str, dict] = {
     "search": {"query": "   "},
@@ -215,6 +218,7 @@ BAD_CALLS: dict[str, dict] = {
     "lint_collisions": {"folder": "nowhere"},
     "lint_schema": {"folder": ["knowledge"]},
     "lint_alias_links": {"folder": "nowhere"},
+    "lint_redirect_links": {"folder": "nowhere"},
 }
 
 
