@@ -56,7 +56,8 @@ HOST_JOBS: dict[str, HostJob] = {job.name: job for job in (
         system_allowed=frozenset({"vault_dir", "today", "language", "split_tokens"}),
         user_required=frozenset({"steps"}), user_allowed=frozenset({"folder", "today"})),
         forbidden_tools=frozenset({"delete", "move", "copy", "upload", "download",
-                                   "daily_write", "daily_status", "property_delete"})),
+                                   "daily_write", "daily_attach", "daily_status",
+                                   "property_delete"})),
     HostJob(name="recall", placeholders=Placeholders(
         system_required=frozenset(), system_allowed=frozenset({"vault_dir", "today", "language"}),
         user_required=frozenset({"query"})), forbidden_tools=WRITE_TOOLS),
