@@ -51,7 +51,8 @@ HOST_JOBS: dict[str, HostJob] = {job.name: job for job in (
             forbidden_tools=distiller.FORBIDDEN_TOOLS),
     HostJob(name="synchronizer", placeholders=synchronizer.PLACEHOLDERS,
             forbidden_tools=synchronizer.FORBIDDEN_TOOLS),
-    # the curator only adds: no tool that deletes, moves or changes a status
+    # the curator adds, and takes out only a wrong link (`link_remove`: named, with a
+    # reason, audited): no tool that deletes, moves or changes a status
     HostJob(name="curator", placeholders=Placeholders(
         system_allowed=frozenset({"vault_dir", "today", "language", "split_tokens"}),
         user_required=frozenset({"steps"}), user_allowed=frozenset({"folder", "today"})),

@@ -9,6 +9,7 @@ import pytest
 
 from reme_agent.config import Settings
 from reme_agent.errors import InvalidArgument, ReMeError
+from reme_agent.schema.sections import add_line
 from reme_agent.toolkit.daily import daily_list, daily_read, daily_status, daily_write
 from reme_agent.toolkit.lint import lint_dangling, lint_schema
 from reme_agent.toolkit.materials import daily_attach
@@ -184,3 +185,12 @@ def test_every_refusal_is_a_reme_error_the_faces_can_show(vault) -> None:
         attach(vault, content="   ")
     with pytest.raises(ReMeError):
         daily_attach(vault, "Bad Slug", "x", "y", date=DAY)
+
+
+def test_add_line_skips_headings_in_code_and_ends_the_section_at_the_next_heading() -> None:
+    body = "# T\n\n```\n## Materials\n```\n\n## Materials\n- a\n\n# other\n"
+    assert add_line(body, "materials", "- b") == \
+        "# T\n\n```\n## Materials\n```\n\n## Materials\n- a\n- b\n\n# other\n"
+    assert add_line("# T\n", "materials", "- b") == "# T\n\n## Materials\n- b\n"
+    assert add_line("# T\n\n## 材料\n- a\n\n## Next\n", "materials", "- b") == \
+        "# T\n\n## 材料\n- a\n- b\n\n## Next\n"
