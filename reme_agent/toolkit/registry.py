@@ -41,7 +41,7 @@ GROUPS: dict[str, str] = {
     "write": "Create and edit notes and their frontmatter properties.",
     "tags": "Tags used in frontmatter and the notes carrying them.",
     "fileops": "Move, copy and delete files; upload and download materials.",
-    "daily": "Daily workspaces: read, list, write, attach materials and move their status.",
+    "daily": "Daily workspaces: read, list, write and move their status.",
     "lint": "Find dangling links, orphans, name collisions, links Obsidian cannot resolve and "
             "schema problems.",
 }
