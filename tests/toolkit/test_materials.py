@@ -114,8 +114,9 @@ def test_oversize_content_is_refused_and_nothing_is_written(tmp_path: Path, temp
                                   "search-tuning", "search-tuning.md", "   "])
 def test_names_that_are_not_one_safe_file_name_are_refused(vault, name: str) -> None:
     before = vault_hash(vault)
-    with pytest.raises(InvalidArgument, match="Refused|is empty"):
+    with pytest.raises(InvalidArgument, match="Refused|is empty") as err:
         attach(vault, name)
+    assert not any(c in str(err.value) for c in "\n\x07")  # shown escaped, never raw
     assert vault_hash(vault) == before
 
 
