@@ -594,6 +594,12 @@ class Indexer:
             for path, row in changed.items():
                 self._index_sources(path, row)
 
+    def sources_naming(self, path: str, names: Iterable[str]) -> set[str]:
+        """Notes (as last indexed) with a link that a file at `path` with these alias-tier
+        names could compete for: the only links a new file can change the meaning of."""
+        by_key = self._sources_index()
+        return set().union(*(by_key.get(key, set()) for key in _name_keys(path, names)))
+
     def _sources_index(self) -> dict[str, set[str]]:
         """Link-target key -> notes with such a link; built from the state on first use."""
         if self._by_key is None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from reme_agent.engine.fmedit import edit_frontmatter
 from reme_agent.engine.links import missing_edges
-from reme_agent.engine.names import note_aliases
+from reme_agent.engine.names import link_names
 from reme_agent.engine.parser import (
     dump_note,
     eol_of,
@@ -275,9 +275,17 @@ def create_note(vault: Vault, path: str, text: str) -> str:
     does when a second "Foobar" appears, those links are rewritten first (each to the
     shortest form that still names its file), with the create, in one journalled
     transaction (DESIGN §5); a plain create when no link is affected.
+
+    Whether any link is affected is asked of the index's link-key table first (notes with a
+    link whose last segment is one of the new names), so a create costs no vault walk when
+    nothing can change: 5,000 notes took ~2 s a create with the walk. A link typed into a
+    note since it was last indexed is not seen by that check (`watch` keeps it current).
     """
+    names = link_names(split_note(text, path).frontmatter)
+    if not vault.indexer.sources_naming(path, [*names.aliases, *names.redirects]):
+        return vault.store.create(path, text)
     view = vault.view()
-    after = view.after({}, added={path: note_aliases(split_note(text, path).frontmatter)})
+    after = view.after({}, added={path: names.aliases})
     tx = Transaction(vault.store)
     changed = retarget(tx, view, {}, after, skip=is_record,
                        immutable=lambda p: layer_of(p) == RESOURCE)
