@@ -15,7 +15,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from reme_agent.engine.fmedit import edit_frontmatter
-from reme_agent.engine.links import missing_edges
+from reme_agent.engine.links import extract_links, missing_edges
 from reme_agent.engine.names import link_names
 from reme_agent.engine.parser import (
     dump_note,
@@ -494,12 +494,19 @@ def _check_text(vault: Vault, path: str, old_text: str | None, new_text: str) ->
     _check_frontmatter(path, old_fm, new_fm)
     if old_text is None or "[[" not in old_text:
         return
-    view = vault.view()
     old_body = split_frontmatter(old_text, path)[1]
     new_body = split_frontmatter(new_text, path)[1]
+    if _links_as_written(old_body) <= _links_as_written(new_body):
+        return  # every link kept verbatim resolves as before: no vault walk needed
+    view = vault.view()
     lost = missing_edges(old_body, new_body, lambda t: view.resolver.resolve(t, path))
     if lost:
         raise ConservationViolation(path, lost)
+
+
+def _links_as_written(body: str) -> set[tuple[str, str | None]]:
+    """(target as written, predicate) of each link: same text, same source -> same edge."""
+    return {(link.target.strip(), link.predicate) for link in extract_links(body)}
 
 
 def _check_frontmatter(path: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:

@@ -437,6 +437,7 @@ def test_e1_is_checked_once_by_the_tool_and_the_guard_scans_no_vault(vault, queu
     ], queue, flip_status=False)
     assert "drops existing links" in answers(model)[2]
     assert "see the runbook" in text_of(vault, JWT) and result.refused == []
-    # one per write, both the tool's (was four: the guard's E-1 pre-check and its record),
-    # and the distiller's closing lint_schema
-    assert len(views) == 3, views
+    # one for the write that drops a link (the tool's E-1; was four with the guard's E-1
+    # pre-check and its record), none for the write that keeps every link as written, and
+    # the distiller's closing lint_schema
+    assert len(views) == 2, views
