@@ -32,6 +32,7 @@ from reme_agent.errors import (
     ConservationViolation,
     InvalidArgument,
     NoteExists,
+    ReMeError,
     StampChanged,
 )
 from reme_agent.schema.frontmatter import status_move_error, type_errors
@@ -282,7 +283,7 @@ def create_note(vault: Vault, path: str, text: str) -> str:
     note since it was last indexed is not seen by that check (`watch` keeps it current).
     """
     names = link_names(split_note(text, path).frontmatter)
-    if not vault.indexer.sources_naming(path, [*names.aliases, *names.redirects]):
+    if not _links_it_may_take(vault, path, [*names.aliases, *names.redirects]):
         return vault.store.create(path, text)
     view = vault.view()
     after = view.after({}, added={path: names.aliases})
@@ -297,6 +298,17 @@ def create_note(vault: Vault, path: str, text: str) -> str:
     if warning:
         log.warning("%s", warning)
     return vault.store.stamp(path) or ""
+
+
+def _links_it_may_take(vault: Vault, path: str, names: list[str]) -> bool:
+    """Whether the index knows a link a new file with these names could take over. An index
+    that cannot be opened (a full disk, a chroma server down) answers "maybe": a write
+    never fails because of the index, the vault walk decides instead."""
+    try:
+        return bool(vault.indexer.sources_naming(path, names))
+    except (ReMeError, OSError) as exc:
+        log.debug("link-key check fell back to a vault walk: %s", exc)
+        return True
 
 
 def restyled(vault: Vault, path: str, old_text: str | None, new_text: str) -> str:
