@@ -88,14 +88,10 @@ def test_an_append_that_reaches_the_replaced_file_late_is_carried_over(tmp_path:
     store = FileStore(tmp_path)
     store.write("log.md", "# Log\n")
     text, stamp = store.read_stamped("log.md")
-    late = open(tmp_path / "log.md", "a", encoding="utf-8")  # opened before the rename
-    try:
+    with open(tmp_path / "log.md", "a", encoding="utf-8") as late:  # opened before the rename
         store.write_if_unchanged("log.md", text + "our line\n", stamp)
-        time.sleep(0.05)                                      # far past the 3 ms grace
+        time.sleep(0.05)                                                # past the 3 ms grace
         late.write("their late line\n")
-        late.flush()
-    finally:
-        late.close()
     store.late_appends.drain()
     final = (tmp_path / "log.md").read_text(encoding="utf-8")
     assert final == "# Log\nour line\ntheir late line\n"
@@ -104,13 +100,9 @@ def test_an_append_that_reaches_the_replaced_file_late_is_carried_over(tmp_path:
 def test_a_late_append_after_a_second_write_lands_in_the_newest_file(tmp_path: Path) -> None:
     store = FileStore(tmp_path)
     store.write("log.md", "a\n")
-    late = open(tmp_path / "log.md", "a", encoding="utf-8")
-    try:
+    with open(tmp_path / "log.md", "a", encoding="utf-8") as late:
         store.cas_edit("log.md", lambda t: t + "b\n")
         store.cas_edit("log.md", lambda t: t + "c\n")
         late.write("late\n")
-        late.flush()
-    finally:
-        late.close()
     store.late_appends.drain()
     assert (tmp_path / "log.md").read_text(encoding="utf-8") == "a\nb\nc\nlate\n"
