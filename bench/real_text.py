@@ -16,7 +16,7 @@ Here the text is real (English chat, Chinese encyclopaedia prose), re-cut to any
   note links to 2-6 others by preferential attachment (hubs), as in the vocab vault.
 
 Queries (`phrase_queries`, half English, half Chinese) join two short phrases taken from two
-different blocks of one note, verbatim. The relevant notes are every note whose text holds
+different blocks of one note, verbatim (no query twice). The relevant notes are every note whose text holds
 both phrases (usually one; pairs more than 3 notes hold are drawn again), so Hit@5 and MRR
 are exact. Everything is deterministic by seed; the data folder is
 `--data`, else $REME_EVAL_DATA, else ../shared/data (the evals' rule), and a missing file is a
@@ -311,6 +311,7 @@ def phrase_queries(notes: list[GenNote], n: int, seed: int = 3,
     by_lang = {lang: [x for x in notes if x.lang == lang and len(x.blocks) >= 2]
                for lang in ("en", "zh")}
     out: list[PhraseQuery] = []
+    seen: set[str] = set()
     tries = 0
     while len(out) < n and tries < 50 * n:
         tries += 1
@@ -328,7 +329,9 @@ def phrase_queries(notes: list[GenNote], n: int, seed: int = 3,
             continue
         holders = index.holding(spans[0]) & index.holding(spans[1])
         relevant = frozenset(index.paths[k] for k in holders)
-        if note.path not in relevant or len(relevant) > max_relevant:
+        text = " ".join(spans)
+        if note.path not in relevant or len(relevant) > max_relevant or text in seen:
             continue
-        out.append(PhraseQuery(" ".join(spans), note.path, relevant, note.lang))
+        seen.add(text)
+        out.append(PhraseQuery(text, note.path, relevant, note.lang))
     return out

@@ -18,6 +18,7 @@ import numpy as np
 
 from reme_agent.engine.tokenize import tokenize
 from reme_agent.recall.fusion import fuse
+from reme_agent.recall.rows import rows_for
 from reme_agent.recall.timings import stage
 from reme_agent.recall.vector_side import VectorSide, start_vector_side
 
@@ -78,6 +79,7 @@ def hybrid_candidates(vault: Vault, query: str, *, fusion: str, vector_weight: f
     vault.ready()
     paths_of = vault.indexer.path_of_block
     allowed_id = (lambda bid: allowed_path(paths_of(bid) or "")) if allowed_path else None
+    row_cache = rows_for(vault)
 
     extra = [d for d in dict.fromkeys(extra_ids) if allowed_id is None or allowed_id(d)]
     side = None
@@ -103,7 +105,7 @@ def hybrid_candidates(vault: Vault, query: str, *, fusion: str, vector_weight: f
         # While the vector side runs: the keyword candidates' rows, and (blend) their stored
         # vectors, which score the ones the vector side does not return.
         with stage("block rows"):
-            rows = vault.state.blocks_by_id([d for d, _ in keyword_top])
+            rows = row_cache.rows([d for d, _ in keyword_top])
         if blend:
             with stage("vector lookups"):
                 stored = _embeddings(vault, [d for d, _ in keyword_top])
@@ -137,7 +139,7 @@ def hybrid_candidates(vault: Vault, query: str, *, fusion: str, vector_weight: f
         vec, kw = dict(vector_top), dict(keyword_top)
         rest = [d for d in fused if d not in rows]
         if rest:
-            rows.update(vault.state.blocks_by_id(rest))
+            rows.update(row_cache.rows(rest))
         hits = [BlockHit(bid, r.path, r.start_line, r.end_line, r.text, r.heading, score,
                          vec.get(bid), kw.get(bid))
                 for bid, score in fused.items() if (r := rows.get(bid)) is not None]

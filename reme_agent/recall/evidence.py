@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from reme_agent.recall.names import NameMatch, index_for
 from reme_agent.recall.phrases import find_phrase, phrase_of
 from reme_agent.recall.relations import RelationHit, follow
+from reme_agent.recall.rows import rows_for
 from reme_agent.recall.timings import stage
 
 if TYPE_CHECKING:
@@ -154,6 +155,7 @@ def _relations(vault: Vault, ev: QueryEvidence, subjects: dict[str, NameMatch],
 def extra_block_ids(vault: Vault, paths: list[str]) -> list[str]:
     """Block ids of these notes (each capped), for the candidate union."""
     out: list[str] = []
+    rows = rows_for(vault)
     for path in paths:
-        out += vault.state.block_ids(path)[:MAX_BLOCKS_PER_NOTE]
+        out += rows.block_ids(path)[:MAX_BLOCKS_PER_NOTE]
     return out

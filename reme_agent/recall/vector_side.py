@@ -31,8 +31,8 @@ __all__ = ["VectorSide", "start_vector_side"]
 
 INLINE_KINDS = frozenset({"hash"})
 """Embedders fast enough that overlapping them is not worth a thread hand-off."""
-OVERLAP = True
-"""Switch for the bench and the tests: False runs every vector side inline (sequential)."""
+MODE = "ann"
+"""What runs on the worker thread: "ann", "all" (embedding too) or "off" (sequential)."""
 _WORKERS = 2
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -51,48 +51,71 @@ def _executor() -> ThreadPoolExecutor:
 class VectorSide:
     """A started vector side: `result()` gives (query vector, ANN top ids with cosines)."""
 
-    def __init__(self, run: Callable[[], tuple[np.ndarray, list[tuple[str, float]],
-                                               float, float]], overlap: bool) -> None:
-        self._run = run
-        self._future: Future | None = None
+    def __init__(self, embed: Callable[[], np.ndarray],
+                 ann: Callable[[np.ndarray], list[tuple[str, float]]], mode: str) -> None:
         self._timings = active()
-        if overlap:
-            try:
-                self._future = _executor().submit(run)
-            except RuntimeError:   # the interpreter is shutting down: run it inline
-                self._future = None
+        self._embed, self._ann = embed, ann
+        self._qvec: np.ndarray | None = None
+        self._future: Future | None = None
         self._done: Result | None = None
+        self._worker_s = (0.0, 0.0)
+        if mode == "ann":
+            with stage("embed query"):
+                self._qvec = embed()
+            self._submit(lambda: self._timed_ann(self._qvec))
+        elif mode == "all":
+            self._submit(self._timed_all)
+
+    def _submit(self, job: Callable[[], Result]) -> None:
+        try:
+            self._future = _executor().submit(job)
+        except RuntimeError:   # the interpreter is shutting down: run it inline
+            self._future = None
+
+    def _timed_ann(self, qvec: np.ndarray | None) -> Result:
+        assert qvec is not None
+        t0 = time.perf_counter()
+        top = self._ann(qvec)
+        self._worker_s = (0.0, time.perf_counter() - t0)
+        return qvec, top
+
+    def _timed_all(self) -> Result:
+        t0 = time.perf_counter()
+        qvec = self._embed()
+        t1 = time.perf_counter()
+        top = self._ann(qvec)
+        self._worker_s = (t1 - t0, time.perf_counter() - t1)
+        return qvec, top
 
     def result(self) -> Result:
         if self._done is not None:
             return self._done
-        if self._future is None:
-            qvec, top, embed_s, ann_s = self._run()
-            overlapped = False
-        else:
+        if self._future is not None:
             with stage("waiting for vectors"):
-                qvec, top, embed_s, ann_s = self._future.result()
-            overlapped = True
-        if self._timings is not None:
-            self._timings.add("embed query", embed_s, overlapped=overlapped)
-            self._timings.add("ANN", ann_s, overlapped=overlapped)
-        self._done = (qvec, top)
+                self._done = self._future.result()
+            if self._timings is not None:
+                embed_s, ann_s = self._worker_s
+                if embed_s:
+                    self._timings.add("embed query", embed_s, overlapped=True)
+                self._timings.add("ANN", ann_s, overlapped=True)
+            return self._done
+        qvec = self._qvec
+        if qvec is None:
+            with stage("embed query"):
+                qvec = self._embed()
+        with stage("ANN"):
+            self._done = (qvec, self._ann(qvec))
         return self._done
 
 
 def start_vector_side(vault: Vault, text: str, want: int, *,
-                      overlap: bool | None = None) -> VectorSide:
-    """Embed `text` and ask the vector projection for its `want` nearest blocks, on a worker
-    thread unless `overlap` is False (or the embedder is one that costs nothing)."""
+                      mode: str | None = None) -> VectorSide:
+    """Embed `text` and ask the vector projection for its `want` nearest blocks: `mode`
+    "ann" embeds now and runs the ANN call on a worker thread, "all" runs both there, "off"
+    runs both when `result()` is asked (default: `MODE`, "off" for embedders that cost
+    nothing)."""
     embedder, vector = vault.embedder, vault.vector
-
-    def run() -> tuple[np.ndarray, list[tuple[str, float]], float, float]:
-        t0 = time.perf_counter()
-        qvec = embedder.embed_query(text)
-        t1 = time.perf_counter()
-        top = vector.query_embedding(qvec, want)
-        return qvec, top, t1 - t0, time.perf_counter() - t1
-
-    if overlap is None:
-        overlap = OVERLAP and getattr(embedder, "kind", "") not in INLINE_KINDS
-    return VectorSide(run, overlap)
+    if mode is None:
+        mode = MODE if getattr(embedder, "kind", "") not in INLINE_KINDS else "off"
+    return VectorSide(lambda: embedder.embed_query(text),
+                      lambda qvec: vector.query_embedding(qvec, want), mode)

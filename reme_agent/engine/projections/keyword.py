@@ -90,6 +90,9 @@ class KeywordProjection:
         self._total_len = 0
         # cached idf (per term id), None when a write made it stale
         self._idf: np.ndarray | None = None
+        # the last query's dense scores, keyed by (its terms, _version)
+        self._dense_memo: tuple[tuple[tuple[str, ...], int],
+                                tuple[np.ndarray, np.ndarray]] | None = None
         # the last query's coverage weights, keyed by (its terms, _version)
         self._coverage_memo: tuple[tuple[tuple[str, ...], int],
                                    tuple[float, dict[int, float]]] | None = None
@@ -246,6 +249,16 @@ class KeywordProjection:
         tens of thousands of blocks, and building Python objects for them was half of a
         search (PERF-5). Free slots score 0.
         """
+        key = (tuple(tokens), self._version)
+        if self._dense_memo is not None and self._dense_memo[0] == key:
+            return self._dense_memo[1]   # a search scores the same terms for its phrase too
+        out = self._dense_uncached(tokens)
+        for part in out:
+            part.flags.writeable = False   # shared by the memo
+        self._dense_memo = (key, out)
+        return out
+
+    def _dense_uncached(self, tokens: list[str]) -> tuple[np.ndarray, np.ndarray]:
         n_slots = len(self._ids)
         none = np.zeros(0, dtype=np.int64)
         if not self._slot:
