@@ -663,7 +663,6 @@ class VectorProjection:
                 documents=docs[s:e],
                 metadatas=metas[s:e] if any(m is not None for m in metas[s:e]) else None,
             )
-            self.cache.put_many(ids[s:e], vecs[s:e])
 
     # --- writes -----------------------------------------------------------------------------
 
@@ -853,8 +852,8 @@ class VectorProjection:
         """Stored vectors by id (float32, L2-normalised); unknown ids are left out.
 
         Lets recall score keyword-only candidates against the query without re-embedding.
-        Vectors this process wrote or read before come from `cache` (`vector_cache.py`),
-        the rest from chroma (then cached). Treat them as read-only.
+        Vectors this process read before come from `cache` (`vector_cache.py`), the rest
+        from chroma (then cached). Treat them as read-only.
         """
         out, ids = self.cache.get_many(dict.fromkeys(ids))
         for s in range(0, len(ids), self._max_batch):

@@ -7,10 +7,10 @@ more than embedding the query, while the rest of the vector side is one ANN call
 
 A block id is derived from the block's path and embedded text (`engine.indexer.block_id`),
 so the vector of an id does not change while the collection (one per embedder) stays the
-same: entries never go stale, only out of memory. The cache is filled by this process's
-own upserts (the indexing process of `watch`/`mcp` knows every vector it wrote) and by
-lookups that had to ask chroma; it is cleared whenever the projection switches collection
-(a rebuild's new generation, a reopen after another process wrote). LRU, bounded in bytes.
+same: entries never go stale, only out of memory. The cache holds what chroma returned (not
+what an upsert sent: chroma's cosine index re-normalises, and the last bit can differ), and
+is cleared whenever the projection switches collection (a rebuild's new generation, a
+reopen after another process wrote). LRU, bounded in bytes.
 """
 
 from __future__ import annotations
