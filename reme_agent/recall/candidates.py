@@ -20,7 +20,7 @@ from reme_agent.engine.tokenize import tokenize
 from reme_agent.recall.fusion import fuse
 from reme_agent.recall.rows import rows_for
 from reme_agent.recall.timings import stage
-from reme_agent.recall.vector_side import VectorSide, start_vector_side
+from reme_agent.recall.vector_side import VectorSide, run_beside, start_vector_side
 
 if TYPE_CHECKING:
     from reme_agent.engine.projections.keyword import QueryScores
@@ -65,7 +65,9 @@ def hybrid_candidates(vault: Vault, query: str, *, fusion: str, vector_weight: f
                       allowed_path: Callable[[str], bool] | None = None,
                       vector_overfetch: float = 4.0, tokens: list[str] | None = None,
                       extra_ids: Sequence[str] = (),
-                      vector_side: VectorSide | None = None) -> list[BlockHit]:
+                      vector_side: VectorSide | None = None,
+                      while_waiting: Callable[[list[str]], None] | None = None
+                      ) -> list[BlockHit]:
     """Fused candidates, best first. `query_rewrite` replaces the query on the vector side only.
 
     `extra_ids` are blocks that must be candidates whatever their text scores (the blocks of
@@ -74,7 +76,9 @@ def hybrid_candidates(vault: Vault, query: str, *, fusion: str, vector_weight: f
 
     The vector side (query embedding + ANN) runs on a worker thread while the keyword side
     is scored here (`vector_side.py`); `vector_side` is one the caller started earlier, for
-    `query_rewrite or query` and `vector_want(...)` blocks, to overlap more of its own work.
+    `query_rewrite or query` and `vector_want(...)` blocks, to overlap more of its own work;
+    `while_waiting(keyword candidate ids)` is called before waiting for it, for per-note
+    work the caller would do on these candidates anyway.
     """
     vault.ready()
     paths_of = vault.indexer.path_of_block
@@ -102,13 +106,22 @@ def hybrid_candidates(vault: Vault, query: str, *, fusion: str, vector_weight: f
     stored: dict[str, np.ndarray] = {}
     rows: dict[str, BlockRow] = {}
     if side is not None and keyword_top:
-        # While the vector side runs: the keyword candidates' rows, and (blend) their stored
-        # vectors, which score the ones the vector side does not return.
-        with stage("block rows"):
-            rows = row_cache.rows([d for d, _ in keyword_top])
-        if blend:
+        # While the vector side runs: (blend) the keyword candidates' stored vectors, which
+        # score the ones the vector side does not return (a chroma read: on the worker pool
+        # too when the ANN call is), and their rows.
+        keyword_ids = [d for d, _ in keyword_top]
+        fetch = None
+        if blend and side.threaded:
+            fetch = run_beside("vector lookups", lambda: _embeddings(vault, keyword_ids))
+        elif blend:
             with stage("vector lookups"):
-                stored = _embeddings(vault, [d for d, _ in keyword_top])
+                stored = _embeddings(vault, keyword_ids)
+        with stage("block rows"):
+            rows = row_cache.rows(keyword_ids)
+        if while_waiting is not None:
+            while_waiting(keyword_ids)
+        if fetch is not None:
+            stored = fetch()
 
     vector_top: list[tuple[str, float]] = []
     qvec = None

@@ -288,6 +288,28 @@ def _ranked(vault: Vault, query: str, opts: SearchSettings, *, include_archived:
     # An exclusion-only filter (hidden layers, archived) drops few candidates.
     overfetch = 4.0 if strict else 1.5
 
+    # Never stale (DESIGN §7): a candidate whose file changed or vanished since it was
+    # indexed is re-indexed and the search runs again; if that fails, it is left out.
+    check = check_for(vault)
+    root = str(vault.root)
+    checked: dict[str, bool] = {}    # candidate path -> stale, stat-ed already
+    paths_of = vault.indexer.path_of_block
+
+    def while_waiting(block_ids: list[str]) -> None:
+        """The keyword side's share of the per-note work, done while the vector side runs:
+        the freshness stat of its notes and their catalog entries (factors read them)."""
+        paths = {p for b in block_ids if (p := paths_of(b))} - checked.keys()
+        with stage("freshness"):
+            stale_now = set(check.stale(root, paths))
+        checked.update((p, p in stale_now) for p in paths)
+        with stage("factors"):
+            catalog = catalog_for(vault)
+            catalog.sync()
+            graph = vault.graph
+            for path in paths:
+                catalog.get(path)
+                catalog.in_degree(graph, path)
+
     def candidates_of() -> tuple[list[BlockHit], QueryEvidence]:
         # The vector side starts first: it runs while names, phrases and BM25 are found here.
         side = (start_vector_side(vault, query_rewrite or query,
@@ -301,21 +323,21 @@ def _ranked(vault: Vault, query: str, opts: SearchSettings, *, include_archived:
             vault, query, fusion=opts.fusion, vector_weight=opts.vector_weight,
             rrf_k=opts.rrf_k, candidates=candidates, query_rewrite=query_rewrite,
             allowed_path=allowed, vector_overfetch=overfetch, tokens=tokens,
-            extra_ids=extra, vector_side=side)
+            extra_ids=extra, vector_side=side, while_waiting=while_waiting)
         return found, ev
 
     hits, evidence = candidates_of()
-    # Never stale (DESIGN §7): a candidate whose file changed or vanished since it was
-    # indexed is re-indexed and the search runs again; if that fails, it is left out.
-    check = check_for(vault)
     freshness = IndexFreshness()
     warnings: list[str] = []
     with stage("freshness"):
-        stale = check.stale(str(vault.root), {h.path for h in hits})
+        hit_paths = list(dict.fromkeys(h.path for h in hits))
+        stale = [p for p in hit_paths if checked.get(p)]
+        stale += check.stale(root, [p for p in hit_paths if p not in checked])
     if stale:
         done, warning = refresh_stale(vault, stale)
         if done:
             freshness.reindexed = done
+            checked.clear()
             hits, evidence = candidates_of()
         else:
             gone = set(stale)

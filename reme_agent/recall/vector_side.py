@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
@@ -27,7 +27,7 @@ from reme_agent.recall.timings import active, stage
 if TYPE_CHECKING:
     from reme_agent.vault import Vault
 
-__all__ = ["VectorSide", "start_vector_side"]
+__all__ = ["VectorSide", "run_beside", "start_vector_side"]
 
 INLINE_KINDS = frozenset({"hash"})
 """Embedders fast enough that overlapping them is not worth a thread hand-off."""
@@ -38,6 +38,7 @@ _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
 Result = tuple[np.ndarray, list[tuple[str, float]]]
+T = TypeVar("T")
 
 
 def _executor() -> ThreadPoolExecutor:
@@ -65,6 +66,11 @@ class VectorSide:
             self._submit(lambda: self._timed_ann(self._qvec))
         elif mode == "all":
             self._submit(self._timed_all)
+
+    @property
+    def threaded(self) -> bool:
+        """True when the ANN call runs on a worker (then other chroma reads can, too)."""
+        return self._future is not None
 
     def _submit(self, job: Callable[[], Result]) -> None:
         try:
@@ -106,6 +112,31 @@ class VectorSide:
         with stage("ANN"):
             self._done = (qvec, self._ann(qvec))
         return self._done
+
+
+def run_beside(name: str, fn: Callable[[], T]) -> Callable[[], T]:
+    """Run `fn` on the worker pool now; the returned callable waits for its result (and
+    books its time as an overlapped stage `name`). Inline when the pool is gone."""
+    timings = active()
+
+    def timed() -> tuple[T, float]:
+        t0 = time.perf_counter()
+        value = fn()
+        return value, time.perf_counter() - t0
+
+    try:
+        future = _executor().submit(timed)
+    except RuntimeError:
+        value = fn()
+        return lambda: value
+
+    def wait() -> T:
+        with stage("waiting for vectors"):
+            value, seconds = future.result()
+        if timings is not None:
+            timings.add(name, seconds, overlapped=True)
+        return value
+    return wait
 
 
 def start_vector_side(vault: Vault, text: str, want: int, *,
