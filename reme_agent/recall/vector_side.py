@@ -1,15 +1,18 @@
-"""The vector side of a search on a worker thread: embed the query, then the ANN call.
+"""The vector side of a search beside the keyword side: embed the query, then the ANN call.
 
-Why: embedding the query (~3 ms of numpy with USE) and chroma's ANN call (~1 ms, most of it
-waiting on chroma's own threads) need nothing the keyword side computes, and the keyword
-side (tokenising, names, phrases, relations, BM25, the stored vectors of keyword-only
-candidates) needs nothing from them. Started first and collected when the fusion needs it,
-the vector side overlaps the keyword side instead of adding to it. The results are the same
-values the sequential order gives; only the wall time changes.
+Why: chroma's ANN call (~1 ms on a quiet machine, 3-5 ms under load, most of it waiting on
+chroma's own threads with the GIL released) needs only the query vector, and the keyword
+side (names, phrases, relations, BM25, rows, the stored vectors of keyword candidates)
+needs nothing from it. So the query is embedded on the caller's thread, the ANN call goes to
+a worker, and the keyword side runs meanwhile; `result()` collects it when the fusion needs
+it. The values are those of the sequential order; only the wall time changes.
 
-The embedders that cost nothing (`hash`) run inline: a thread hand-off would cost more than
-it saves. One small process-wide pool serves every vault; a search never waits on another
-search's task except through the embedder's own lock.
+Why not embed on the worker too (mode "all"): USE is many small numpy calls that each need
+the GIL, and with Python's 5 ms switch interval a busy main thread stalls them (measured:
+embedding beside a 1 ms Python loop took 27 ms instead of 4.5 ms in sequence). `run_beside`
+puts other GIL-free reads (chroma `get`) on the same pool. Embedders that cost nothing
+(`hash`) run inline: a hand-off would cost more than it saves. One small process-wide pool
+serves every vault; no task waits on another task.
 """
 
 from __future__ import annotations
