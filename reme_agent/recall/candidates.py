@@ -105,28 +105,28 @@ def hybrid_candidates(vault: Vault, query: str, *, fusion: str, vector_weight: f
     blend = fusion == "blend" and side is not None and bool(keyword_top)
     stored: dict[str, np.ndarray] = {}
     rows: dict[str, BlockRow] = {}
+    fetch = None
+    keyword_ids = [d for d, _ in keyword_top]
     if side is not None and keyword_top:
         # While the vector side runs: (blend) the keyword candidates' stored vectors, which
         # score the ones the vector side does not return (a chroma read: on the worker pool
         # too when the ANN call is), and their rows.
-        keyword_ids = [d for d, _ in keyword_top]
-        fetch = None
         if blend and side.threaded:
             fetch = run_beside("vector lookups", lambda: _embeddings(vault, keyword_ids))
-        elif blend:
-            with stage("vector lookups"):
-                stored = _embeddings(vault, keyword_ids)
         with stage("block rows"):
             rows = row_cache.rows(keyword_ids)
         if while_waiting is not None:
             while_waiting(keyword_ids)
-        if fetch is not None:
-            stored = fetch()
 
     vector_top: list[tuple[str, float]] = []
     qvec = None
     if side is not None:
-        qvec, nearest = side.result()
+        qvec, nearest = side.result()   # first: a chroma failure is reported as the query's
+        if fetch is not None:
+            stored = fetch()
+        elif blend:
+            with stage("vector lookups"):
+                stored = _embeddings(vault, keyword_ids)
         vector_top = [(d, s) for d, s in nearest
                       if allowed_id is None or allowed_id(d)][:candidates]
         if extra and scores is None:
