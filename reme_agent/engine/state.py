@@ -339,4 +339,6 @@ def _file_row(r: tuple[Any, ...]) -> FileRow:
 
 
 def _block_row(r: tuple[Any, ...]) -> BlockRow:
-    return BlockRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], json.loads(r[8]))
+    tokens = r[8]   # '[]' when the caller did not ask for them: no JSON decode per row
+    return BlockRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7],
+                    [] if tokens == "[]" else json.loads(tokens))

@@ -160,27 +160,25 @@ def group_by_node(hits: list[BlockHit], scores: dict[str, float],
     by_path: dict[str, list[BlockHit]] = {}
     for hit in sorted(hits, key=lambda h: (-scores[h.block_id], h.path, h.start_line)):
         by_path.setdefault(hit.path, []).append(hit)
+    tier = tiers or {}
+    # Rank every node first, then build results for the kept ones only (a query has ~100
+    # candidate notes and shows 10).
+    ranked = sorted(((-tier.get(path, 0), -_node_score([scores[b.block_id] for b in blocks],
+                                                        block_decay), path)
+                     for path, blocks in by_path.items()))[:limit]
     nodes = []
-    for path, blocks in by_path.items():
-        best = blocks[0]
+    for _, neg_score, path in ranked:
+        blocks = by_path[path]
         info = catalog.get(path)
+        shown_blocks = shown(blocks) if shown is not None else blocks
         nodes.append(NodeResult(
             path=path,
             title=info.title if info else path,
             description=info.description if info else "",
-            score=_node_score([scores[b.block_id] for b in blocks], block_decay),
-            factors={"base": best.base, **factors.get(path, {})},
+            score=-neg_score,
+            factors={"base": blocks[0].base, **factors.get(path, {})},
             chunks=[ChunkResult(b.block_id, b.start_line, b.end_line, b.text, scores[b.block_id])
-                    for b in blocks[:top_chunks_per_path]]))
-    tier = tiers or {}
-    nodes.sort(key=lambda n: (-tier.get(n.path, 0), -n.score, n.path))
-    nodes = nodes[:limit]
-    if shown is not None:
-        for node in nodes:
-            blocks = shown(by_path[node.path])
-            node.chunks = [ChunkResult(b.block_id, b.start_line, b.end_line, b.text,
-                                       scores[b.block_id])
-                           for b in blocks[:top_chunks_per_path]]
+                    for b in shown_blocks[:top_chunks_per_path]]))
     return nodes
 
 
