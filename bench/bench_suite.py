@@ -155,13 +155,45 @@ def _ms_row(name: str, lat: list[float], detail: str, target: str = "") -> Row:
                target)
 
 
+def _quality_row(vault: Any, qs: list[str], relevant: list[frozenset[str]],
+                 m: dict[str, float]) -> Row:
+    """Hit@5 / MRR@10 of the default search and of BM25 alone on the phrase queries."""
+    from reme_agent.engine.tokenize import tokenize
+    from reme_agent.recall.search import search
+
+    def first_rank(ranked: list[str], gold: frozenset[str]) -> int | None:
+        return next((k for k, p in enumerate(ranked[:10], 1) if p in gold), None)
+
+    path_of = vault.indexer.path_of_block
+    sums = {"search": [0.0, 0.0], "bm25": [0.0, 0.0]}
+    for q, gold in zip(qs, relevant, strict=True):
+        ranked = [n.path for n in search(vault, q, limit=10, log_access=False).results]
+        top, _ = vault.keyword.top(tokenize(q), 50)
+        bm25 = list(dict.fromkeys(p for d, _ in top if (p := path_of(d))))[:10]
+        for name, order in (("search", ranked), ("bm25", bm25)):
+            k = first_rank(order, gold)
+            sums[name][0] += 1.0 if k is not None and k <= 5 else 0.0
+            sums[name][1] += 1.0 / k if k else 0.0
+    n = max(1, len(qs))
+    m.update(search_hit5=sums["search"][0] / n, search_mrr=sums["search"][1] / n,
+             bm25_hit5=sums["bm25"][0] / n, bm25_mrr=sums["bm25"][1] / n)
+    return Row("search quality (phrase queries)",
+               f"Hit@5 {m['search_hit5']:.3f}",
+               f"MRR {m['search_mrr']:.3f}; BM25 alone Hit@5 {m['bm25_hit5']:.3f}, MRR "
+               f"{m['bm25_mrr']:.3f}; {len(qs)} queries of two phrases from one note")
+
+
 def run_suite(notes: int, embedder: str = "hash", *, n_queries: int = 100,
               out: Path | None = None, keep: bool = False, profile: bool = False,
-              skip: frozenset[str] = frozenset(),
+              skip: frozenset[str] = frozenset(), text: str = "real",
+              data: str | os.PathLike[str] | None = None,
               echo: Callable[[str], None] = print) -> SuiteResult:
     """Generate a vault of `notes` notes, run every measurement, return the rows.
 
     `skip` may name "maintain" and "autolink" (they dominate the time at 100k notes).
+    `text`: "real" (LoCoMo + CMRC, `real_text.py`; `data` is their folder) adds a search
+    quality row (Hit@5 and MRR of phrase queries, beside BM25 alone); "vocab" is the old
+    word-list vault, which needs no data.
     """
     from reme_agent.config import Settings
     from reme_agent.recall.search import search, search_blocks
@@ -178,9 +210,9 @@ def run_suite(notes: int, embedder: str = "hash", *, n_queries: int = 100,
     def step(msg: str) -> None:
         echo(f"[bench {notes} {embedder}] {msg}")
 
-    step("generating the vault")
+    step(f"generating the vault ({text} text)")
     t = time.perf_counter()
-    generate_vault(root, notes)
+    generate_vault(root, notes, text=text, data=data)
     m["generate_s"] = time.perf_counter() - t
     settings = Settings(embedder={"name": embedder}, index={"progress": False})
 
@@ -197,8 +229,8 @@ def run_suite(notes: int, embedder: str = "hash", *, n_queries: int = 100,
     edits = []  # three separate one-note edits, median reported: one run is too noisy
     for k in range(3):
         target = root / note_path((notes // 2 + 97 * k) % notes)
-        text = target.read_text(encoding="utf-8")
-        target.write_text(text.replace("\n\n", f"\n\nEdited paragraph {k} about key "
+        body = target.read_text(encoding="utf-8")
+        target.write_text(body.replace("\n\n", f"\n\nEdited paragraph {k} about key "
                                        "rotation.\n\n", 1), encoding="utf-8")
         edits.append(vault.index())
     edit = sorted(edits, key=lambda r: r.seconds)[1]
@@ -238,7 +270,14 @@ def run_suite(notes: int, embedder: str = "hash", *, n_queries: int = 100,
 
     # -- search ------------------------------------------------------------------------------
     step("search")
-    qs = queries(n_queries)
+    relevant: list[frozenset[str]] = []
+    if text == "real":
+        from real_text import phrase_queries, read_real_notes
+
+        graded = phrase_queries(read_real_notes(root, notes), n_queries)
+        qs, relevant = [q.text for q in graded], [q.relevant for q in graded]
+    else:
+        qs = queries(n_queries)
     search_blocks(vault, qs[0], 10)  # warm: model, caches, catalog
     search(vault, qs[0], limit=10, log_access=False)
     passes: list[tuple[list[float], list[float]]] = []
@@ -257,6 +296,8 @@ def run_suite(notes: int, embedder: str = "hash", *, n_queries: int = 100,
                             "(median pass), search_blocks", "p50 < 50, p95 < 150 ms"))
     res.rows.append(_ms_row("search, with signals", rich,
                             "recall.search.search (factors, grouping, expansion)"))
+    if relevant:
+        res.rows.append(_quality_row(vault, qs, relevant, m))
     if profile:
         with profiled(True, res.profiles, "search with signals (20 queries)"):
             for q in qs[:20]:
@@ -358,10 +399,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--profile", action="store_true", help="Add cProfile top entries.")
     ap.add_argument("--json", default=None, help="Also write the result as JSON to this file.")
     ap.add_argument("--skip", default="", help="Comma list: maintain, autolink.")
+    ap.add_argument("--text", default="real", choices=["real", "vocab"],
+                    help="real: LoCoMo + CMRC notes (needs the data); vocab: word lists.")
+    ap.add_argument("--data", default=None, help="Folder with the LoCoMo / CMRC files.")
     args = ap.parse_args(argv)
     res = run_suite(args.notes, args.embedder, n_queries=args.queries,
                     out=Path(args.out) if args.out else None, keep=args.keep,
                     profile=args.profile, skip=frozenset(filter(None, args.skip.split(","))),
+                    text=args.text, data=args.data,
                     echo=lambda s: print(s, file=sys.stderr, flush=True))
     print(render(res))
     if args.json:

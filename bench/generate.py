@@ -1,11 +1,18 @@
 """Deterministic generated vaults for benchmarks: N bilingual notes, ~5 blocks each, with links.
 
-Text is drawn from a fixed vocabulary so BM25 and embeddings see realistic term overlap;
-each note links to 2-6 others (preferential attachment, so there are hubs).
+Two kinds of text (`generate_vault(..., text=...)`):
+- `vocab` (the default of `generate_vault`, kept for the tests and the scale benches): words
+  drawn from a fixed ~75-word vocabulary, so BM25 and embeddings see heavy term overlap;
+- `real` (`real_text.py`, the default of the search benches): notes cut from LoCoMo chat turns
+  and CMRC 2018 paragraphs, so a quality figure (Hit@5 of queries built from a note's own
+  phrases) means something.
+
+Each note links to 2-6 others (preferential attachment, so there are hubs).
 """
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 
@@ -37,18 +44,36 @@ def note_path(i: int) -> str:
     return f"knowledge/n{i:06d}/n{i:06d}.md"
 
 
-def generate_vault(root: Path, notes: int, seed: int = 7) -> list[str]:
-    """Write `notes` notes under root/knowledge; returns their vault-relative paths."""
+def _pick_targets(i: int, notes: int, rng: random.Random, bag: list[int],
+                  paths: list[str]) -> list[str]:
+    """2-6 link targets of note i by preferential attachment (`bag` holds node ids repeated by
+    degree, so uniform picks from it favour hubs); updates `bag`."""
+    k = rng.randint(2, 6)
+    pool = [rng.choice(bag) if bag and rng.random() < 0.7 else rng.randrange(notes)
+            for _ in range(k)]
+    bag.extend(pool)
+    bag.append(i)
+    return sorted({paths[j] for j in pool if j != i})
+
+
+def generate_vault(root: Path, notes: int, seed: int = 7, *, text: str = "vocab",
+                   data: str | os.PathLike[str] | None = None) -> list[str]:
+    """Write `notes` notes under root/knowledge; returns their vault-relative paths.
+
+    `text="real"` cuts the notes from LoCoMo and CMRC (`real_text.py`; `data` is the folder
+    holding them, default $REME_EVAL_DATA or ../shared/data); "vocab" uses the word lists.
+    """
+    if text == "real":
+        from real_text import generate_real_vault
+
+        return [n.path for n in generate_real_vault(root, notes, seed, data=data)]
+    if text != "vocab":
+        raise ValueError(f"unknown text kind {text!r} (use 'real' or 'vocab')")
     rng = random.Random(seed)
     paths = [note_path(i) for i in range(notes)]
-    bag: list[int] = []  # node ids repeated by degree: uniform picks = preferential attachment
+    bag: list[int] = []
     for i in range(notes):
-        k = rng.randint(2, 6)
-        pool = [rng.choice(bag) if bag and rng.random() < 0.7 else rng.randrange(notes)
-                for _ in range(k)]
-        targets = sorted({paths[j] for j in pool if j != i})
-        bag.extend(pool)
-        bag.append(i)
+        targets = _pick_targets(i, notes, rng, bag, paths)
         file = root / paths[i]
         file.parent.mkdir(parents=True, exist_ok=True)
         file.write_text(note_text(i, rng, targets), encoding="utf-8")

@@ -20,9 +20,9 @@ from reme_agent import __version__
 ATOMIC = {"search", "graph_traverse", "list", "read", "stat", "property_read", "recent", "write",
           "property_update", "property_delete", "link_remove", "tags_list", "tags_stat", "move",
           "copy",
-          "delete", "upload", "download", "daily_read", "daily_list", "daily_write",
+          "delete", "upload", "download", "daily_read", "daily_list", "daily_write", "daily_attach",
           "daily_status", "lint_dangling", "lint_orphans", "lint_collisions", "lint_schema",
-          "lint_alias_links"}
+          "lint_alias_links", "lint_redirect_links"}
 
 
 TOKEN = "t0k-Jq9vX2mLr8sWc4Zp"

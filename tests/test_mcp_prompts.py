@@ -77,6 +77,7 @@ def test_expert_tier_serves_the_four_prompts_built_from_the_job_prompts(tmp_path
         assert maintain.rstrip().endswith('Curate the whole vault (folder "") with these steps, '
                                           "in this order: schema, split.")  # no knowledge/ yet
         assert "about 2000 tokens" in maintain and tools_named(maintain) <= tools
+        assert "`link_remove` the wrong link with the reason" in maintain
         with pytest.raises(MCPError, match=r"Unknown maintenance steps \['tidy'\]"):
             await session.get_prompt("maintain", {"steps": "schema,tidy"})
         with pytest.raises(MCPError, match="No folder 'nowhere'"):

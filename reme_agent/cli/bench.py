@@ -36,9 +36,15 @@ def load_suite(path: Path = SUITE) -> ModuleType:
 @click.option("--profile", is_flag=True, help="Add cProfile top entries (index, search, traverse).")
 @click.option("--skip", "skip", multiple=True, type=click.Choice(["maintain", "autolink"]),
               help="Leave out a slow step (repeatable), e.g. at 100k notes.")
+@click.option("--text", type=click.Choice(["real", "vocab"]), default="real", show_default=True,
+              help="real: notes cut from LoCoMo + CMRC (adds a quality row); vocab: word lists.")
+@click.option("--data", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder with the LoCoMo / CMRC files (default $REME_EVAL_DATA or "
+                   "../shared/data).")
 @json_option
 def bench(notes: int, embedder: str, queries: int, out: Path | None, keep: bool,
-          profile: bool, skip: tuple[str, ...], as_json: bool) -> None:
+          profile: bool, skip: tuple[str, ...], text: str, data: Path | None,
+          as_json: bool) -> None:
     """Benchmark indexing, search, traverse, maintain and memory on a generated vault.
 
     \b
@@ -46,10 +52,11 @@ def bench(notes: int, embedder: str, queries: int, out: Path | None, keep: bool,
       reme-agent bench --notes 10000
       reme-agent bench --notes 100000 --skip maintain --skip autolink
       reme-agent bench --notes 2000 --embedder use --json
+      reme-agent bench --notes 1000 --text vocab     # no LoCoMo / CMRC files needed
     """
     suite = load_suite()
     result = suite.run_suite(notes, embedder, n_queries=queries, out=out, keep=keep,
-                             profile=profile, skip=frozenset(skip),
+                             profile=profile, skip=frozenset(skip), text=text, data=data,
                              echo=lambda s: click.echo(s, err=True))
     if as_json or current().as_json:
         import json

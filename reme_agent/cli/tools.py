@@ -77,16 +77,21 @@ def read_cmd(c: Ctx, path: str, start_line: int | None, end_line: int | None) ->
 @click.option("--depth", type=int, default=1, show_default=True, help="Hops to walk (1-5).")
 @click.option("--predicate", "predicates", multiple=True,
               help="Only links with this predicate (repeatable; '' = bare links).")
+@click.option("--exclude-archived/--include-archived", "exclude_archived", default=True,
+              show_default=True,
+              help="Skip archived notes (status: archived), as the graph_traverse tool does.")
 def traverse_cmd(c: Ctx, paths: tuple[str, ...], direction: str, depth: int,
-                 predicates: tuple[str, ...]) -> None:
-    """Walk the link graph from one or more notes.
+                 predicates: tuple[str, ...], exclude_archived: bool) -> None:
+    """Walk the link graph from one or more notes (archived notes left out unless
+    --include-archived).
 
     \b
     Example:
       reme-agent traverse knowledge/bm25/bm25.md --direction both --depth 2
+      reme-agent traverse knowledge/bm25/bm25.md --direction in --include-archived
     """
     _run_tool(c, "graph_traverse", seeds=list(paths), direction=direction, depth=depth,
-              predicates=list(predicates) or None)
+              predicates=list(predicates) or None, include_archived=not exclude_archived)
 
 
 @click.command("lint")
@@ -95,14 +100,17 @@ def traverse_cmd(c: Ctx, paths: tuple[str, ...], direction: str, depth: int,
 @click.option("--strict", is_flag=True, help="Exit with code 1 when anything is reported.")
 @click.option("--fix", is_flag=True, help="Apply the safe fixes first (see above), then report.")
 def lint_cmd(c: Ctx, folder: str, strict: bool, fix: bool) -> None:
-    """Report dangling links, orphans, name collisions, links Obsidian cannot resolve and
-    schema problems (schema strictness per folder: the lint.strictness setting).
+    """Report dangling links, orphans, name collisions, links Obsidian cannot resolve, links
+    to merged notes and schema problems (schema strictness per folder: the lint.strictness
+    setting).
 
     --fix applies only fixes that are safe and reversible: a link that resolves here only
     through an alias, a title or a folder note ([[Wang Fang]]) is rewritten to name its file
     and keep its text as shown text ([[王芳|Wang Fang]]): same target, same sentence, and
-    Obsidian resolves it too. Nothing else is changed (a missing key or a dangling link
-    needs a person's choice).
+    Obsidian resolves it too. A link naming a note that was merged away ([[LLM]], reaching
+    the kept note through its merge record) is rewritten to name the kept note
+    ([[large-language-model|LLM]]). Nothing else is changed (a missing key or a dangling
+    link needs a person's choice).
 
     \b
     Example:
@@ -113,11 +121,12 @@ def lint_cmd(c: Ctx, folder: str, strict: bool, fix: bool) -> None:
 
     v = c.open()
     try:
-        fixed = lint.fix_alias_links(v, folder=folder) if fix else None
+        fixed = _fix_links(v, folder) if fix else None
         results = {"dangling": lint.lint_dangling(v, folder=folder),
                    "orphans": lint.lint_orphans(v, folder=folder or "knowledge"),
                    "collisions": lint.lint_collisions(v, folder=folder),
                    "alias_links": lint.lint_alias_links(v, folder=folder),
+                   "redirect_links": lint.lint_redirect_links(v, folder=folder),
                    "schema": lint.lint_schema(v, folder=folder)}
     finally:
         v.close()
@@ -129,6 +138,24 @@ def lint_cmd(c: Ctx, folder: str, strict: bool, fix: bool) -> None:
     c.emit(data, text)
     if strict and any(r["count"] for r in results.values()):
         raise click.exceptions.Exit(1)
+
+
+def _fix_links(vault: Any, folder: str) -> Any:
+    """Both safe link fixes, as one answer: redirect links first (a link through a merge
+    redirect is never also an alias link), then alias links."""
+    from reme_agent.toolkit import lint
+    from reme_agent.toolkit.results import ToolResult
+
+    done = [lint.fix_redirect_links(vault, folder=folder), lint.fix_alias_links(vault, folder=folder)]
+    files: dict[str, int] = {}
+    for result in done:
+        for f in result["files"]:
+            files[f["path"]] = files.get(f["path"], 0) + f["links"]
+    data = {"count": sum(r["count"] for r in done),
+            "files": [{"path": p, "links": n} for p, n in sorted(files.items())]}
+    text = f"Fixed {data['count']} link(s) in {len(files)} file(s)" + "".join(
+        f"\n  {p} ({n})" for p, n in sorted(files.items()))
+    return ToolResult(data, text)
 
 
 # -- every tool: `reme-agent tool <name> --arg ...` ----------------------------------------

@@ -26,7 +26,7 @@ import numpy as np
 
 from reme_agent.engine.links import Link, LinkResolver, name_key
 from reme_agent.engine.locks import flock_until
-from reme_agent.engine.names import note_aliases, note_title
+from reme_agent.engine.names import link_names, note_title, resolver_over
 from reme_agent.engine.parser import parse_note
 from reme_agent.engine.pipeline import EmbedPipeline, Mode
 from reme_agent.engine.progress import SILENT, Progress, auto
@@ -87,9 +87,17 @@ def block_id(path: str, document: str, occurrence: int) -> str:
     return digest[:24]
 
 
-def _name_keys(path: str, aliases: Iterable[str]) -> set[str]:
+def _name_keys(path: str, names: Iterable[str]) -> set[str]:
     """Every key a link resolving to (or competing for) this file can have."""
-    return {name_key(path)} | {name_key(str(a)) for a in aliases}
+    return {name_key(path)} | {name_key(str(a)) for a in names}
+
+
+def _names_of(row: FileRow | None) -> list[str]:
+    """A note's aliases and redirects: what decides which links resolve to it."""
+    if row is None:
+        return []
+    names = link_names(row.frontmatter if isinstance(row.frontmatter, dict) else {})
+    return [*names.aliases, *names.redirects]
 
 
 def _os_reason(exc: BaseException) -> str:
@@ -148,8 +156,8 @@ class Indexer:
         if self._resolver is None:
             files = self.state.files()
             every_file = set(self.store.list()) | files.keys()
-            self._resolver = LinkResolver(every_file, {p: note_aliases(r.frontmatter)
-                                                       for p, r in files.items()})
+            self._resolver = resolver_over(every_file, {p: r.frontmatter
+                                                        for p, r in files.items()})
         return self._resolver
 
     @property
@@ -555,13 +563,12 @@ class Indexer:
         renamed: dict[str, set[str]] = {}   # path -> name keys, old and new
         for path, row in changed.items():
             old = old_rows.get(path)
-            if old is None or note_aliases(old.frontmatter) != note_aliases(row.frontmatter):
-                renamed[path] = _name_keys(path, note_aliases(row.frontmatter))
+            if old is None or _names_of(old) != _names_of(row):
+                renamed[path] = _name_keys(path, _names_of(row))
                 if old is not None:
-                    renamed[path] |= _name_keys(path, note_aliases(old.frontmatter))
+                    renamed[path] |= _name_keys(path, _names_of(old))
         for path in gone:
-            old = old_rows.get(path)
-            renamed[path] = _name_keys(path, note_aliases(old.frontmatter) if old else [])
+            renamed[path] = _name_keys(path, _names_of(old_rows.get(path)))
         for path in uploads:
             renamed[path] = _name_keys(path, [])
         if self._resolver is not None or self._by_key is not None:
@@ -590,7 +597,7 @@ class Indexer:
             for path in gone:
                 self._resolver.remove(path)
             for path, row in changed.items():
-                self._resolver.add(path, note_aliases(row.frontmatter))
+                self._resolver.add(path, *link_names(row.frontmatter))
             for path in uploads:
                 if self.store.exists(path):
                     self._resolver.add(path)
@@ -601,6 +608,12 @@ class Indexer:
                 self._index_sources(path, None)
             for path, row in changed.items():
                 self._index_sources(path, row)
+
+    def sources_naming(self, path: str, names: Iterable[str]) -> set[str]:
+        """Notes (as last indexed) with a link that a file at `path` with these alias-tier
+        names could compete for: the only links a new file can change the meaning of."""
+        by_key = self._sources_index()
+        return set().union(*(by_key.get(key, set()) for key in _name_keys(path, names)))
 
     def _sources_index(self) -> dict[str, set[str]]:
         """Link-target key -> notes with such a link; built from the state on first use."""
@@ -629,8 +642,7 @@ class Indexer:
     def _rebuild_graph(self, files: dict[str, FileRow]) -> None:
         # Links may point at any vault file (an image, a PDF under resource/), not only notes.
         every_file = set(self.store.list()) | files.keys()
-        self._resolver = LinkResolver(every_file, {p: note_aliases(r.frontmatter)
-                                                   for p, r in files.items()})
+        self._resolver = resolver_over(every_file, {p: r.frontmatter for p, r in files.items()})
         self._by_key, self._keys_of = {}, {}
         self.graph.clear()
         for path in files:

@@ -25,6 +25,11 @@ Decisions where DESIGN is silent:
   string as an alias or title (file names are identifiers, titles are prose). Comparisons in
   the fuzzy tier are case-insensitive and Unicode-NFC-normalised; a target with folders
   (``rrf/rrf``) matches by path suffix.
+- Merge redirects come last: the old path (as written, without ``.md``, as its folder, or
+  its file name) or an old name of a note merged away resolves to the note that holds its
+  `merged_from` record (`engine.names.link_names`). Last, so a real file or name always
+  wins; the holder is an existing note, so a redirect never points at another redirect
+  (merge carries the loser's own records over, flattening chains) and cannot loop.
 """
 
 from __future__ import annotations
@@ -547,8 +552,9 @@ class LinkResolver:
 
     Order: 1 exact path; 2 path + ``.md``; 3 folder note ``X/X.md``; 4 the unique note whose
     file name (case-insensitive, with or without ``.md``; a target with folders must match the
-    path's tail) is the target, else the unique note with that alias or title; 5 None
-    (dangling). Ambiguity at tier 4 resolves to None and `ambiguous` lists the candidates.
+    path's tail) is the target, else the unique note with that alias or title; 5 the unique
+    note holding a merge redirect for it (old path or name); 6 None (dangling). Ambiguity
+    at tiers 4-5 resolves to None and `ambiguous` lists the candidates.
     A leading ``/`` or ``./`` is accepted; ``./x`` and ``../x`` are first tried against the
     source note's folder, and a target that would leave the vault never resolves. Tiers 1-3
     match the path as written, then its NFC form only when one file has it, so NFC/NFD twins
@@ -556,15 +562,18 @@ class LinkResolver:
     """
 
     def __init__(self, paths: Iterable[str],
-                 aliases: Mapping[str, Iterable[str]] | None = None) -> None:
+                 aliases: Mapping[str, Iterable[str]] | None = None,
+                 redirects: Mapping[str, Iterable[str]] | None = None) -> None:
         self._paths: set[str] = set()
         self._exact: dict[str, set[str]] = {}  # NFC path -> paths as given (NFC/NFD twins)
         self._key: dict[str, str] = {}  # path -> casefolded NFC path without '.md'
         self._names: dict[str, set[str]] = {}  # last segment of the key -> paths
         self._alias_paths: dict[str, set[str]] = {}  # casefolded alias -> paths
         self._aliases_of: dict[str, list[str]] = {}
+        self._redirect_paths: dict[str, set[str]] = {}  # key of an old path/name -> holders
+        self._redirects_of: dict[str, list[str]] = {}
         for path in paths:
-            self.add(path, (aliases or {}).get(path, ()))
+            self.add(path, (aliases or {}).get(path, ()), (redirects or {}).get(path, ()))
 
     def __contains__(self, path: object) -> bool:
         return path in self._paths
@@ -572,8 +581,8 @@ class LinkResolver:
     def __len__(self) -> int:
         return len(self._paths)
 
-    def add(self, path: str, aliases: Iterable[str] = ()) -> None:
-        """Add a note (or replace its aliases if it is known)."""
+    def add(self, path: str, aliases: Iterable[str] = (), redirects: Iterable[str] = ()) -> None:
+        """Add a note (or replace its aliases and redirects if it is known)."""
         if path in self._paths:
             self.remove(path)
         self._paths.add(path)
@@ -592,6 +601,11 @@ class LinkResolver:
                 keys.append(a)
                 self._alias_paths.setdefault(a, set()).add(path)
         self._aliases_of[path] = keys
+        old = sorted({k for r in redirects or () if r is not None for k in _redirect_keys(str(r))})
+        for k in old:
+            self._redirect_paths.setdefault(k, set()).add(path)
+        if old:
+            self._redirects_of[path] = old
 
     def remove(self, path: str) -> None:
         """Forget a note; unknown paths are ignored."""
@@ -603,6 +617,8 @@ class LinkResolver:
         _discard(self._names, key.rsplit("/", 1)[-1], path)
         for a in self._aliases_of.pop(path, []):
             _discard(self._alias_paths, a, path)
+        for k in self._redirects_of.pop(path, []):
+            _discard(self._redirect_paths, k, path)
 
     def resolve(self, target: str, source: str | None = None) -> str | None:
         """The vault path `target` names, or None when it is dangling or ambiguous."""
@@ -610,8 +626,9 @@ class LinkResolver:
 
     def resolve_how(self, target: str, source: str | None = None) -> tuple[str | None, str | None]:
         """(path, tier) where tier says how it resolved: "path" (exact path, path + .md,
-        or relative), "folder_note" (``X`` -> ``X/X.md``), "name" (unique file name) or
-        "alias" (an alias or title); (None, None) when dangling or ambiguous.
+        or relative), "folder_note" (``X`` -> ``X/X.md``), "name" (unique file name),
+        "alias" (an alias or title) or "redirect" (an old path or name of a note merged
+        into it); (None, None) when dangling or ambiguous.
 
         Obsidian resolves only "path" and "name" links (lint reports the others)."""
         hit, _, tier = self._lookup(target, source)
@@ -676,9 +693,30 @@ class LinkResolver:
         if not found:
             found = sorted(self._alias_paths.get(raw.casefold(), ()))
             tier = "alias"
+        if not found and self._redirect_paths:
+            found = sorted({p for k in {key, raw.casefold()}
+                            for p in self._redirect_paths.get(k, ())})
+            tier = "redirect"
         if len(found) == 1:
             return found[0], [], tier
         return None, found, None
+
+
+def _redirect_keys(old: str) -> set[str]:
+    """The keys an old path or name is found by: a name as itself (casefolded, NFC); a path
+    also without ``.md``, by its folder when it was a folder note ``X/X.md``, and by its
+    file name (what a short ``[[name]]`` link to it said)."""
+    raw = _nfc(old.strip().replace("\\", "/")).lstrip("/")
+    if not raw:
+        return set()
+    keys = {raw.casefold()}
+    if "/" in raw or raw.casefold().endswith(".md"):
+        key = _path_key(raw)
+        folder, _, name = key.rpartition("/")
+        keys |= {key, name}
+        if folder and folder.rsplit("/", 1)[-1] == name:
+            keys.add(folder)
+    return keys
 
 
 def _discard(index: dict[str, set[str]], key: str, path: str) -> None:

@@ -169,6 +169,22 @@ class IndexState:
         with self._lock:
             return dict(self._db.execute("SELECT path, stamp FROM files"))
 
+    def frontmatter_values(self, paths: Iterable[str], key: str) -> dict[str, Any]:
+        """path -> the value of top-level frontmatter `key` (None when absent; a list or
+        mapping as its JSON text) for each of `paths` that is indexed; read in SQLite, so
+        no frontmatter is decoded here."""
+        wanted = list(dict.fromkeys(paths))
+        where = "$." + json.dumps(key)
+        out: dict[str, Any] = {}
+        with self._lock:
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start:start + 500]
+                marks = ",".join("?" * len(chunk))
+                out.update(self._db.execute(
+                    f"SELECT path, json_extract(frontmatter, ?) FROM files WHERE path IN ({marks})",
+                    [where, *chunk]))
+        return out
+
     def file(self, path: str) -> FileRow | None:
         with self._lock:
             row = self._db.execute("SELECT * FROM files WHERE path=?", (path,)).fetchone()
@@ -323,4 +339,6 @@ def _file_row(r: tuple[Any, ...]) -> FileRow:
 
 
 def _block_row(r: tuple[Any, ...]) -> BlockRow:
-    return BlockRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], json.loads(r[8]))
+    tokens = r[8]   # '[]' when the caller did not ask for them: no JSON decode per row
+    return BlockRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7],
+                    [] if tokens == "[]" else json.loads(tokens))

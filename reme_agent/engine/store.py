@@ -34,6 +34,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from reme_agent.engine.cas import MAX_REDOS, redo_on_stamp_change
+from reme_agent.engine.latewrites import LateAppendWatcher, pread_all
 from reme_agent.engine.workdir import INTERNAL_DIR
 from reme_agent.errors import (
     NoteExists,
@@ -94,6 +95,8 @@ class FileStore:
         self.internal = internal or self.root / INTERNAL_DIR
         """Derived data (locks, index, journals): `.reme/`, or a cache for a read-only vault."""
         self._lock_dir = self.internal / "locks"
+        self.late_appends = LateAppendWatcher()
+        """Carries appends that reach a replaced file late over to its successor."""
 
     # -- paths -------------------------------------------------------------------------
     def normalize(self, rel: str) -> str:
@@ -441,15 +444,16 @@ class FileStore:
             except FileNotFoundError:
                 old_fd = None
             try:
-                checked = _pread_all(old_fd) if old_fd is not None else None
+                checked = pread_all(old_fd) if old_fd is not None else None
                 current = stamp_of(checked) if checked is not None else None
                 if current != stamp:
                     raise StampChanged(norm, stamp or "absent", current)
                 data = _bytes(text)
                 new_stamp = self._atomic_write(path, data)
-                if old_fd is not None and checked is not None and \
-                        self._keep_late_writes(path, old_fd, checked, data):
-                    raise StampChanged(norm, stamp or "absent", self.stamp(norm))
+                if old_fd is not None and checked is not None:
+                    if self._keep_late_writes(path, old_fd, checked, data):
+                        raise StampChanged(norm, stamp or "absent", self.stamp(norm))
+                    self.late_appends.watch(old_fd, path, checked, lambda: self.lock(rel))
                 return new_stamp
             finally:
                 if old_fd is not None:
@@ -461,10 +465,10 @@ class FileStore:
         whatever was appended to ours since, and keep doing so while late writes land in
         what we replace. True if our write had to give way (the caller reports a conflict).
         """
-        theirs = _pread_all(old_fd)
+        theirs = pread_all(old_fd)
         if theirs == checked:
             time.sleep(LATE_WRITE_GRACE)  # a writer that opened it just before the rename
-            theirs = _pread_all(old_fd)
+            theirs = pread_all(old_fd)
         if theirs == checked:
             return False
         cur_fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
@@ -479,7 +483,7 @@ class FileStore:
                 late = b""
                 for _pass in range(2):  # the second pass after the grace period
                     for entry in watched:
-                        data = _pread_all(entry[0])
+                        data = pread_all(entry[0])
                         late += data[entry[1]:]
                         entry[1] = max(entry[1], len(data))
                     if late:
@@ -506,7 +510,7 @@ class FileStore:
             os.write(fd, prefix)
             os.fsync(fd)
             os.chmod(tmp, stat.S_IMODE(os.fstat(cur_fd).st_mode) & 0o666)
-            current = _pread_all(cur_fd)
+            current = pread_all(cur_fd)
             tail = current[skip:]
             os.write(fd, tail)
             os.replace(tmp, path)
@@ -723,18 +727,6 @@ _STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.
 LATE_WRITE_GRACE = 0.003
 """Seconds a CAS write waits before its last look at the file it replaced (see
 `FileStore._keep_late_writes`): a writer that opened it just before the rename is caught."""
-
-
-def _pread_all(fd: int) -> bytes:
-    """The whole file behind `fd` as it is now (from offset 0, whatever the fd position)."""
-    size = os.fstat(fd).st_size
-    chunks, offset = [], 0
-    while True:
-        chunk = os.pread(fd, max(size - offset, 65536), offset)
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-        offset += len(chunk)
 
 
 def _bytes(content: str | bytes) -> bytes:

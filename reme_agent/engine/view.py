@@ -19,7 +19,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from reme_agent.engine.links import LinkResolver, extract_links
-from reme_agent.engine.names import note_aliases, note_title
+from reme_agent.engine.names import LinkNames, link_names, note_title, resolver_over
 from reme_agent.engine.parser import split_note
 from reme_agent.engine.store import decode_text, stamp_of
 from reme_agent.errors import NoteNotFound, NotText, PathEscape
@@ -120,8 +120,7 @@ class VaultView:
 
     @cached_property
     def resolver(self) -> LinkResolver:
-        return LinkResolver(self.files, {p: note_aliases(m.frontmatter)
-                                         for p, m in self.notes.items()})
+        return resolver_over(self.files, {p: m.frontmatter for p, m in self.notes.items()})
 
     def resolve(self, link: LinkRef | str, source: str) -> str | None:
         """The path a link (or a raw target) in `source` names now, or None (dangling)."""
@@ -139,17 +138,22 @@ class VaultView:
     def after(self, path_map: Mapping[str, str],
               aliases: Mapping[str, Iterable[str]] | None = None,
               added: Mapping[str, Iterable[str]] | None = None,
-              removed: Iterable[str] = ()) -> LinkResolver:
+              removed: Iterable[str] = (),
+              frontmatters: Mapping[str, dict[str, Any]] | None = None) -> LinkResolver:
         """The resolver once a planned change is applied: `path_map` renames (old -> new; a
         target already present means the old file is merged into it), `aliases` replace
-        some notes' aliases, `added` are new files (path -> aliases), `removed` are gone."""
+        some notes' aliases, `added` are new files (path -> aliases), `removed` are gone,
+        `frontmatters` replace some notes' frontmatter (their aliases and redirects)."""
         gone = set(removed)
-        names: dict[str, list[str]] = {}
+        names: dict[str, LinkNames] = {}
         for p, m in self.notes.items():
-            names[path_map.get(p, p)] = list(note_aliases(m.frontmatter))
+            names[path_map.get(p, p)] = link_names(m.frontmatter)
+        for p, fm in (frontmatters or {}).items():
+            names[p] = link_names(fm)
         for p, a in (aliases or {}).items():
-            names[p] = list(a)
+            names[p] = LinkNames(list(a), names[p].redirects if p in names else [])
         for p, a in (added or {}).items():
-            names[p] = list(a)
+            names[p] = LinkNames(list(a), [])
         files = ({path_map.get(p, p) for p in self.files} | set(added or {})) - gone
-        return LinkResolver(sorted(files), {p: names.get(p, []) for p in files})
+        return LinkResolver(sorted(files), {p: names[p].aliases for p in files if p in names},
+                            {p: names[p].redirects for p in files if p in names})

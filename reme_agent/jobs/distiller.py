@@ -54,7 +54,8 @@ PLACEHOLDERS = Placeholders(
     system_allowed=frozenset({"vault_dir", "today", "hint", "language"}),
     user_required=frozenset({"daily_paths"}),
     user_allowed=frozenset({"hint", "today", "flip_note"}))
-FORBIDDEN_TOOLS = frozenset({"delete", "move", "upload", "download", "daily_write"})
+FORBIDDEN_TOOLS = frozenset({"delete", "move", "upload", "download", "daily_write",
+                             "daily_attach"})
 
 
 

@@ -52,6 +52,7 @@ from reme_agent.errors import (
 )
 from reme_agent.schema.audit import append_audit
 from reme_agent.toolkit.daily import daily_write_path, entry_body
+from reme_agent.toolkit.materials import material_path
 from reme_agent.toolkit.results import ToolResult
 
 if TYPE_CHECKING:
@@ -60,8 +61,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("reme_agent.jobs")
 
-WRITE_TOOLS = frozenset({"write", "daily_write", "property_update", "property_delete",
-                         "daily_status", "move", "copy", "delete", "upload", "download"})
+WRITE_TOOLS = frozenset({"write", "daily_write", "daily_attach", "property_update",
+                         "property_delete", "link_remove", "daily_status", "move", "copy",
+                         "delete", "upload", "download"})
 STAMPED_READS = frozenset({"read", "daily_read", "property_read"})
 _AUDIT_BODY_CHARS = 4000
 
@@ -327,6 +329,9 @@ class Guard:
         self.failures.pop(path, None)
         if data.get("stamp") and (name in ("write", "daily_write") or path in self.stamps):
             self.stamps[path] = data["stamp"]  # the job knows what it just wrote
+        if name == "daily_attach":
+            self._after_attach(data)
+            return
         if name == "daily_status" and not data.get("changed", True):
             return
         if name in ("property_update", "property_delete") and not data.get("changed", True):
@@ -337,6 +342,16 @@ class Guard:
                 _add(self.created, path)
             self.record_links(path, self._old.pop(path, None))
             self.after_write(path, bool(data.get("created")))
+
+    def _after_attach(self, data: dict[str, Any]) -> None:
+        """A material stored (created) and linked from its daily note (written)."""
+        path, note = data["path"], data["note"]
+        if data.get("created"):
+            _add(self.written, path)
+            _add(self.created, path)
+        if data.get("linked"):
+            _add(self.written, note)
+            self.linked.append(LinkEdge(source=note, target=path))
 
     def record_links(self, path: str, old_text: str | None) -> None:
         """Edges the write added: new (target, predicate) pairs not in the old body."""
@@ -382,11 +397,16 @@ class Guard:
     # -- helpers -----------------------------------------------------------------------
     def path_of(self, name: str, args: dict[str, Any]) -> str | None:
         """The vault path a call is about (daily_write: the note it will write)."""
-        if name == "daily_write":
+        if name in ("daily_write", "daily_attach"):
             slug = args.get("slug")
-            day = args.get("date") or self.today.isoformat()
-            try:  # the workspace note, or the Obsidian day note the section goes into
-                return daily_write_path(self.vault, str(day).strip(), str(slug)) if slug else None
+            day = str(args.get("date") or self.today.isoformat()).strip()
+            try:  # the workspace note, or the Obsidian day note the section goes into; a
+                # material's own path
+                if not slug:
+                    return None
+                if name == "daily_attach":
+                    return material_path(self.vault, day, str(slug), str(args.get("filename")))[0]
+                return daily_write_path(self.vault, day, str(slug))
             except (ValueError, ReMeError):
                 return None
         raw = args.get("path")

@@ -51,12 +51,14 @@ HOST_JOBS: dict[str, HostJob] = {job.name: job for job in (
             forbidden_tools=distiller.FORBIDDEN_TOOLS),
     HostJob(name="synchronizer", placeholders=synchronizer.PLACEHOLDERS,
             forbidden_tools=synchronizer.FORBIDDEN_TOOLS),
-    # the curator only adds: no tool that deletes, moves or changes a status
+    # the curator adds, and takes out only a wrong link (`link_remove`: named, with a
+    # reason, audited): no tool that deletes, moves or changes a status
     HostJob(name="curator", placeholders=Placeholders(
         system_allowed=frozenset({"vault_dir", "today", "language", "split_tokens"}),
         user_required=frozenset({"steps"}), user_allowed=frozenset({"folder", "today"})),
         forbidden_tools=frozenset({"delete", "move", "copy", "upload", "download",
-                                   "daily_write", "daily_status", "property_delete"})),
+                                   "daily_write", "daily_attach", "daily_status",
+                                   "property_delete"})),
     HostJob(name="recall", placeholders=Placeholders(
         system_required=frozenset(), system_allowed=frozenset({"vault_dir", "today", "language"}),
         user_required=frozenset({"query"})), forbidden_tools=WRITE_TOOLS),

@@ -12,11 +12,16 @@ Input: messages (AgentScope `Msg` or dicts `{role, content}`; content a string o
   as it is now (under CAS; a concurrent edit just redoes the merge). A "replace" that drops
   lines from an append-only section, or changes a set Objective, is refused like E-1
   (first time: the error names the lines; second time: refused + audit).
+- Sibling materials: what is too long for the note (code, a long output or log the
+  conversation holds) goes beside it with `daily_attach` (`toolkit/materials.py`), which
+  links it under Materials; the guard fills in the date and session id as for `daily_write`.
 - Never writes `knowledge/` (its tools are the daily tools only, checked when the prompt
   loads) and never runs `lint_schema` (hot path).
 
 `mode="transcript"` needs no model: it appends the raw turns to the day's note
 (`daily/<today>/<slug>/`, slug `session-<id>` or `transcript`), for offline use and evals.
+It stores no materials: the note is the raw record, every turn whole and in order, and
+deciding what deserves a file of its own is the model's judgement.
 
 Both modes record each turn once (`jobs/turns.py`): the turns get stable ids, the ones an
 earlier sync of the session already recorded are dropped, and the model (or the transcript
@@ -26,7 +31,6 @@ note) gets only the new ones. Re-sending a conversation, or a transcript that gr
 from __future__ import annotations
 
 import datetime as _dt
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -46,6 +50,7 @@ from reme_agent.jobs.base import (
 from reme_agent.jobs.guard import Guard, JobResult, norm_path
 from reme_agent.jobs.turns import Turn, TurnLedger, number_turns, session_key
 from reme_agent.schema.layout import DAILY, parse_daily_path, slugify
+from reme_agent.schema.sections import FENCE, H2, SECTIONS, section_key
 from reme_agent.toolkit.daily import daily_list, entry_body, is_daily_note
 from reme_agent.toolkit.registry import get_tool
 
@@ -63,21 +68,9 @@ FORBIDDEN_TOOLS = frozenset({"write", "property_update", "property_delete", "dai
 Mode = Literal["llm", "transcript"]
 
 # -- section discipline -------------------------------------------------------------------
-SECTIONS: dict[str, tuple[str, ...]] = {
-    "objective": ("Objective", "目标"),
-    "plan": ("Plan", "计划"),
-    "progress": ("Progress", "进展"),
-    "findings": ("Findings", "发现"),
-    "decisions": ("Decisions", "决策", "决定"),
-    "next": ("Next", "Next steps", "下一步"),
-    "materials": ("Materials", "材料", "资料"),
-}
 RULES: dict[str, str] = {"objective": "once", "plan": "rewrite", "progress": "append",
                          "findings": "append", "decisions": "append", "next": "rewrite",
                          "materials": "union"}
-_NAMES = {name.casefold(): key for key, names in SECTIONS.items() for name in names}
-_H2 = re.compile(r"^##\s+(.+?)\s*#*\s*$")
-_FENCE = re.compile(r"^\s*(```|~~~)")
 
 
 class Section:
@@ -101,13 +94,12 @@ def parse_sections(body: str) -> tuple[list[str], list[Section]]:
     sections: list[Section] = []
     fenced = False
     for line in body.split("\n"):
-        if _FENCE.match(line):
+        if FENCE.match(line):
             fenced = not fenced
-        m = None if fenced else _H2.match(line)
+        m = None if fenced else H2.match(line)
         if m:
             name = m.group(1).strip().rstrip(":：").strip()
-            key = _NAMES.get(name.casefold(), f"other:{name.casefold()}")
-            sections.append(Section(key, name, []))
+            sections.append(Section(section_key(name), name, []))
         elif sections:
             sections[-1].lines.append(line)
         else:
@@ -274,6 +266,8 @@ class SyncGuard(Guard):
         self.recent = recent
 
     def check_allowed(self, name: str, path: str, args: dict[str, Any]) -> None:
+        if name == "daily_attach":
+            return  # the tool itself writes only a material beside a daily note, and its link
         if not is_daily_note(self.vault, path):
             raise InvalidArgument(f"Refused: the synchronizer writes only daily notes, not "
                                   f"{path!r}.", "Use daily_write; the distiller writes knowledge.")
@@ -283,12 +277,14 @@ class SyncGuard(Guard):
 
     def dispatch(self, name: str, fn: Callable[..., Any], args: dict[str, Any],
                  path: str | None) -> Any:
-        if name != "daily_write":
+        if name not in ("daily_write", "daily_attach"):
             return super().dispatch(name, fn, args, path)
         args.setdefault("date", None)
         args["date"] = args["date"] or self.today.isoformat()
         if not args.get("origin_session_id"):
             args["origin_session_id"] = self.session_id
+        if name == "daily_attach":
+            return super().dispatch(name, fn, args, path)
         if path is None or args.get("mode", "append") == "replace":
             return super().dispatch(name, fn, args, path)
         self.check_allowed(name, path, args)

@@ -6,7 +6,9 @@ DESIGN §3 (status machine), §8, §9; seed "拓扑与时间联合遗忘算法":
 
 I = frontmatter `importance` (1–10, default 5); Δt = days since the note's last activity:
 the latest of its last read (meta/access_log.json), its frontmatter `updated` (or `created`)
-and, with `decay_use_mtime`, its file mtime; in-degree = distinct notes linking to it.
+and, with `decay_use_mtime`, its file mtime; in-degree = distinct live notes linking to it
+(an archived note's links are suspended, `recall.archive`: it keeps nothing warm, while a
+live note newly linking to an archived one does count, and may thaw it).
 Every note outside meta/ and audit/ is scored; only streaming notes are archived.
 
 Archiving (never a delete):
@@ -18,9 +20,11 @@ Archiving (never a delete):
   been distilled yet, and archiving it would skip a step and could bury knowledge nobody
   extracted. It is reported as `stale_active` instead, for the distiller.
 - Thaw: a listed note that was touched (read, edited, or newly linked) scores above the
-  threshold on the next run and leaves archived.json, so search returns it again. Its
-  frontmatter keeps `status: archived` (the machine never moves back); the list is what
-  recall obeys, and a later cold spell lists it again without another write.
+  threshold on the next run, leaves `archived` and joins `thawed` in archived.json, so
+  search returns it again. Its frontmatter keeps `status: archived` (the machine never
+  moves back); `thawed` tells recall to treat it as live (it stays there while it stays
+  warm), and a later cold spell lists it again without another write. A note a person
+  archived by hand (never listed) is never thawed: recall hides it as its status says.
 - The maintainer's own status write changes the file's mtime; archived.json remembers the
   stamp it left (`state`), and while the file still has that stamp its mtime is ignored in
   favour of the activity recorded at archive time, so the write does not thaw the note.
@@ -46,6 +50,7 @@ from reme_agent.engine.view import VaultView
 from reme_agent.errors import ReMeError
 from reme_agent.maintenance.access import rename_entries
 from reme_agent.maintenance.report import StepResult
+from reme_agent.recall.archive import archived_in
 from reme_agent.recall.signals import ArchivedSignal, RecencySignal, iso_utc, parse_moment
 from reme_agent.schema.frontmatter import status_move_error
 from reme_agent.schema.layout import AUDIT, META, RESOURCE, is_record, layer_of
@@ -98,6 +103,10 @@ def run_decay(vault: Vault, view: VaultView, *, now: datetime, params: DecayPara
         raw = getattr(prev, "state", None) or (prev.model_extra or {}).get("state") or {}
         prev_state = {p: v for p, v in raw.items() if isinstance(v, dict)}
 
+    prev_thawed = set(prev.thawed) if isinstance(prev, ArchivedSignal) else set()
+    # archived notes' links keep nothing warm (the status as the files say it now)
+    suspended = archived_in(prev, {p: r.frontmatter for p, r in view.notes.items()
+                                   if isinstance(r.frontmatter, dict)})
     scores: dict[str, float] = {}
     activity: dict[str, datetime] = {}
     for path, row in sorted(view.notes.items()):
@@ -116,7 +125,8 @@ def run_decay(vault: Vault, view: VaultView, *, now: datetime, params: DecayPara
         last = max(times)
         activity[path] = last
         days = (now - last).total_seconds() / 86400.0
-        scores[path] = round(decay_score(importance_of(fm), days, vault.graph.in_degree(path),
+        in_degree = vault.graph.in_degree(path, skip=suspended)
+        scores[path] = round(decay_score(importance_of(fm), days, in_degree,
                                          params.lam, params.alpha), 6)
 
     streaming = sum(1 for p in scores if view.notes[p].frontmatter.get("lifecycle") == "streaming")
@@ -124,6 +134,7 @@ def run_decay(vault: Vault, view: VaultView, *, now: datetime, params: DecayPara
     to_archive: list[str] = []
     stale_active: list[dict[str, Any]] = []
     thawed: list[str] = []
+    live: set[str] = set()   # archived in frontmatter, warm, thawed by the maintainer
     for path, score in scores.items():
         fm = view.notes[path].frontmatter
         if fm.get("lifecycle") != "streaming":
@@ -136,8 +147,11 @@ def run_decay(vault: Vault, view: VaultView, *, now: datetime, params: DecayPara
                 to_archive.append(path)
             else:
                 stale_active.append({"path": path, "score": score, "status": status})
-        elif path in prev_list:
-            thawed.append(path)
+        else:
+            if path in prev_list:
+                thawed.append(path)
+            if status == "archived" and (path in prev_list or path in prev_thawed):
+                live.add(path)
 
     state: dict[str, dict[str, str]] = {p: prev_state[p] for p in archived
                                         if p in prev_state and
@@ -177,14 +191,14 @@ def run_decay(vault: Vault, view: VaultView, *, now: datetime, params: DecayPara
         action = {"action": "move", "from": src, "to": dst}
         if dry_run:
             result.actions.append(action)
-            _rename(src, dst, archived, state, scores)
+            _rename(src, dst, archived, state, scores, live)
             continue
         try:
             written = move_note(vault, src, dst)
         except ReMeError as exc:
             result.warnings.append(f"could not move {src} -> {dst}: {exc}")
             continue
-        _rename(src, dst, archived, state, scores)
+        _rename(src, dst, archived, state, scores, live)
         if dst in state:
             state[dst]["stamp"] = vault.store.stamp(dst) or state[dst]["stamp"]
         action["links_rewritten_in"] = sorted(p for p in written if p not in (src, dst))
@@ -193,7 +207,7 @@ def run_decay(vault: Vault, view: VaultView, *, now: datetime, params: DecayPara
 
     recency = RecencySignal(scores=dict(sorted(scores.items())))
     listed = ArchivedSignal(threshold=params.threshold, archived=sorted(archived),
-                            state=dict(sorted(state.items())))
+                            thawed=sorted(live), state=dict(sorted(state.items())))
     result.found = {
         "scored": len(scores),
         "streaming": streaming,
@@ -211,10 +225,11 @@ def run_decay(vault: Vault, view: VaultView, *, now: datetime, params: DecayPara
 
 
 def _rename(src: str, dst: str, archived: set[str], state: dict[str, dict[str, str]],
-            scores: dict[str, float]) -> None:
-    if src in archived:
-        archived.discard(src)
-        archived.add(dst)
+            scores: dict[str, float], live: set[str]) -> None:
+    for names in (archived, live):
+        if src in names:
+            names.discard(src)
+            names.add(dst)
     if src in state:
         state[dst] = state.pop(src)
     if src in scores:

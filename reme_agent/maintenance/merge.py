@@ -49,7 +49,7 @@ import numpy as np
 
 from reme_agent.engine.cas import MAX_REDOS
 from reme_agent.engine.fmedit import edit_frontmatter
-from reme_agent.engine.names import note_aliases, note_title
+from reme_agent.engine.names import MERGED_FROM, merged_records, note_aliases, note_title
 from reme_agent.engine.parser import normalize_eol, restore_eol, split_note
 from reme_agent.engine.retarget import edge_keys, retarget, rewrite_links
 from reme_agent.engine.transaction import Transaction
@@ -338,11 +338,34 @@ def _merged_frontmatter(view: VaultView, winner: str, losers: list[str], texts: 
                if (m := parse_moment(fms[p].get("created"))) is not None]
     if created:
         fm["created"] = min(created)[1]
-    merged = fm.get("merged_from")
-    merged = list(merged) if isinstance(merged, list) else ([merged] if merged else [])
-    fm["merged_from"] = merged + [p for p in losers if p not in merged]
+    fm[MERGED_FROM] = _merge_records(fms, winner, losers, now)
     fm["updated"] = now.astimezone().replace(microsecond=0).isoformat()
     return fm
+
+
+def _merge_records(fms: dict[str, dict[str, Any]], winner: str, losers: list[str],
+                   now: datetime) -> list[Any]:
+    """The winner's `merged_from`: its own entries as written, each loser's entries (a chain
+    A -> B -> C leaves A's record in C, so A's old path still resolves), then one entry per
+    loser. An old path keeps only its newest entry."""
+    own = fms[winner].get(MERGED_FROM)
+    entries: list[Any] = list(own) if isinstance(own, list) else [own] if own else []
+    day = now.astimezone().date().isoformat()
+    for loser in losers:
+        entries += merged_records(fms[loser])
+        entry: dict[str, Any] = {"path": loser, "title": note_title(loser, fms[loser], "")}
+        aliases = [a for a in note_aliases(fms[loser]) if a != entry["title"]]
+        if aliases:
+            entry["aliases"] = aliases
+        entries.append(entry | {"date": day})
+    newest = {p: i for i, item in enumerate(entries) if (p := _entry_path(item))}
+    return [item for i, item in enumerate(entries)
+            if (p := _entry_path(item)) is None or (newest[p] == i and p != winner)]
+
+
+def _entry_path(item: Any) -> str | None:
+    path = item if isinstance(item, str) else item.get("path") if isinstance(item, dict) else None
+    return path.strip() if isinstance(path, str) and path.strip() else None
 
 
 def plan_merge(vault: Vault, view: VaultView, members: list[str], now: datetime,
@@ -357,7 +380,7 @@ def plan_merge(vault: Vault, view: VaultView, members: list[str], now: datetime,
     if errors:
         raise WriteConflict(f"Merged frontmatter of {winner!r} would be invalid: "
                             + "; ".join(errors) + ".")
-    after = view.after(path_map, aliases={winner: note_aliases(fm)})
+    after = view.after(path_map, frontmatters={winner: fm})
     body_w = split_note(texts[winner], winner).body
     new_body, _ = rewrite_links(body_w, winner, winner, view.resolver, after, path_map, losers)
     parts = [new_body.rstrip("\n")]

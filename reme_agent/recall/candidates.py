@@ -18,8 +18,13 @@ import numpy as np
 
 from reme_agent.engine.tokenize import tokenize
 from reme_agent.recall.fusion import fuse
+from reme_agent.recall.rows import rows_for
+from reme_agent.recall.timings import stage
+from reme_agent.recall.vector_side import VectorSide, run_beside, start_vector_side
 
 if TYPE_CHECKING:
+    from reme_agent.engine.projections.keyword import QueryScores
+    from reme_agent.engine.state import BlockRow
     from reme_agent.vault import Vault
 
 log = logging.getLogger("reme_agent.recall")
@@ -50,63 +55,108 @@ class BlockHit:
             self.score = self.base
 
 
+def vector_want(candidates: int, overfetch: float, filtered: bool) -> int:
+    """How many nearest blocks to ask the vector projection for (a filter over-fetches)."""
+    return int(candidates * overfetch) if filtered else candidates
+
+
 def hybrid_candidates(vault: Vault, query: str, *, fusion: str, vector_weight: float,
                       rrf_k: int = 60, candidates: int = 50, query_rewrite: str | None = None,
                       allowed_path: Callable[[str], bool] | None = None,
                       vector_overfetch: float = 4.0, tokens: list[str] | None = None,
-                      extra_ids: Sequence[str] = ()) -> list[BlockHit]:
+                      extra_ids: Sequence[str] = (),
+                      vector_side: VectorSide | None = None,
+                      while_waiting: Callable[[list[str]], None] | None = None
+                      ) -> list[BlockHit]:
     """Fused candidates, best first. `query_rewrite` replaces the query on the vector side only.
 
     `extra_ids` are blocks that must be candidates whatever their text scores (the blocks of
     notes the query names, relation answers, verbatim phrase matches): they join the union
     and are scored on both sides like any other candidate.
+
+    The vector side (query embedding + ANN) runs on a worker thread while the keyword side
+    is scored here (`vector_side.py`); `vector_side` is one the caller started earlier, for
+    `query_rewrite or query` and `vector_want(...)` blocks, to overlap more of its own work;
+    `while_waiting(keyword candidate ids)` is called before waiting for it, for per-note
+    work the caller would do on these candidates anyway.
     """
     vault.ready()
     paths_of = vault.indexer.path_of_block
     allowed_id = (lambda bid: allowed_path(paths_of(bid) or "")) if allowed_path else None
+    row_cache = rows_for(vault)
 
     extra = [d for d in dict.fromkeys(extra_ids) if allowed_id is None or allowed_id(d)]
-    vector_top: list[tuple[str, float]] = []
-    qvec = None
+    side = None
     if vector_weight > 0.0:
-        qvec = vault.embedder.embed_query(query_rewrite or query)
-        want = int(candidates * vector_overfetch) if allowed_id else candidates
-        vector_top = [(d, s) for d, s in vault.vector.query_embedding(qvec, want)
-                      if allowed_id is None or allowed_id(d)][:candidates]
+        side = vector_side or start_vector_side(
+            vault, query_rewrite or query,
+            vector_want(candidates, vector_overfetch, allowed_id is not None))
 
     keyword_top: list[tuple[str, float]] = []
-    keyword_of: dict[str, float] = {}
+    scores: QueryScores | None = None
     if vector_weight < 1.0:
-        also = [d for d, _ in vector_top] if fusion == "blend" else []
-        also += extra
-        keyword_top, keyword_of = vault.keyword.top(
-            tokenize(query) if tokens is None else tokens, candidates, allowed_id, also)
-    if extra:
-        if vector_weight < 1.0:   # the blend below scores them on the vector side too
-            have = {d for d, _ in keyword_top}
-            keyword_top += [(d, keyword_of.get(d, 0.0)) for d in extra if d not in have]
-        elif qvec is not None:
+        with stage("BM25"):
+            scores = vault.keyword.query_scores(tokenize(query) if tokens is None else tokens)
+            keyword_top = scores.top(candidates, allowed_id)
+            if extra:   # the blend below scores them on the vector side too
+                have = {d for d, _ in keyword_top}
+                of_extra = scores.of(extra)
+                keyword_top += [(d, of_extra.get(d, 0.0)) for d in extra if d not in have]
+    blend = fusion == "blend" and side is not None and bool(keyword_top)
+    stored: dict[str, np.ndarray] = {}
+    rows: dict[str, BlockRow] = {}
+    fetch = None
+    keyword_ids = [d for d, _ in keyword_top]
+    if side is not None and keyword_top:
+        # While the vector side runs: (blend) the keyword candidates' stored vectors, which
+        # score the ones the vector side does not return (a chroma read: on the worker pool
+        # too when the ANN call is), and their rows.
+        if blend and side.threaded:
+            fetch = run_beside("vector lookups", lambda: _embeddings(vault, keyword_ids))
+        with stage("block rows"):
+            rows = row_cache.rows(keyword_ids)
+        if while_waiting is not None:
+            while_waiting(keyword_ids)
+
+    vector_top: list[tuple[str, float]] = []
+    qvec = None
+    if side is not None:
+        qvec, nearest = side.result()   # first: a chroma failure is reported as the query's
+        if fetch is not None:
+            stored = fetch()
+        elif blend:
+            with stage("vector lookups"):
+                stored = _embeddings(vault, keyword_ids)
+        vector_top = [(d, s) for d, s in nearest
+                      if allowed_id is None or allowed_id(d)][:candidates]
+        if extra and scores is None:
             have = {d for d, _ in vector_top}
-            embs = _embeddings(vault, [d for d in extra if d not in have])
+            with stage("vector lookups"):
+                embs = _embeddings(vault, [d for d in extra if d not in have])
             vector_top += [(d, float(np.dot(v, qvec))) for d, v in embs.items()]
 
-    if fusion == "blend" and qvec is not None and keyword_top:
+    if blend and qvec is not None and scores is not None:
         # Score the union on both sides so min-max runs over one candidate set.
         have = {d for d, _ in vector_top}
         keyword_in = {d for d, _ in keyword_top}
         missing = [d for d, _ in keyword_top if d not in have]
-        keyword_top += [(d, keyword_of.get(d, 0.0)) for d, _ in vector_top if d not in keyword_in]
-        if missing:
-            embs = _embeddings(vault, missing)
-            vector_top += [(d, float(np.dot(embs[d], qvec))) for d in missing if d in embs]
+        vector_only = [d for d, _ in vector_top if d not in keyword_in]
+        with stage("BM25"):
+            of_vector = scores.of(vector_only)
+        keyword_top += [(d, of_vector.get(d, 0.0)) for d in vector_only]
+        vector_top += [(d, float(np.dot(stored[d], qvec))) for d in missing if d in stored]
 
-    fused = fuse(fusion, vector_top, keyword_top, vector_weight, rrf_k)
-    vec, kw = dict(vector_top), dict(keyword_top)
-    rows = vault.state.blocks_by_id(fused)
-    hits = [BlockHit(bid, r.path, r.start_line, r.end_line, r.text, r.heading, score,
-                     vec.get(bid), kw.get(bid))
-            for bid, score in fused.items() if (r := rows.get(bid)) is not None]
-    hits.sort(key=lambda h: (-h.base, h.path, h.start_line))
+    with stage("fusion"):
+        fused = fuse(fusion, vector_top, keyword_top, vector_weight, rrf_k)
+    with stage("block rows"):
+        vec, kw = dict(vector_top), dict(keyword_top)
+        rest = [d for d in fused if d not in rows]
+        if rest:
+            rows.update(row_cache.rows(rest))
+        hits = [BlockHit(bid, r.path, r.start_line, r.end_line, r.text, r.heading, score,
+                         vec.get(bid), kw.get(bid))
+                for bid, score in fused.items() if (r := rows.get(bid)) is not None]
+        hits.sort(key=lambda h: (-h.base, h.path, h.start_line))
     return hits
 
 

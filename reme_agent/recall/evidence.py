@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 from reme_agent.recall.names import NameMatch, index_for
 from reme_agent.recall.phrases import find_phrase, phrase_of
 from reme_agent.recall.relations import RelationHit, follow
+from reme_agent.recall.rows import rows_for
+from reme_agent.recall.timings import stage
 
 if TYPE_CHECKING:
     from reme_agent.config import SearchSettings
@@ -119,31 +121,41 @@ def gather(vault: Vault, query: str, tokens: list[str], opts: SearchSettings) ->
     """Names the query uses, relations it asks and the notes they point to."""
     ev = QueryEvidence()
     if opts.use_phrases:
-        phrase = phrase_of(query)
-        if phrase is not None:
-            ev.phrases = find_phrase(vault, phrase)
-            ev.phrase_notes = set(ev.phrases.values())
+        with stage("phrases"):
+            phrase = phrase_of(query)
+            if phrase is not None:
+                ev.phrases = find_phrase(vault, phrase)
+                ev.phrase_notes = set(ev.phrases.values())
     if not opts.use_names:
         return ev
-    ev.names = index_for(vault).match(query, tokens)
+    with stage("names"):
+        ev.names = index_for(vault).match(query, tokens)
     whole = any(m.kind in ("exact", "fuzzy") for m in ev.names.values())
     subjects = {p: m for p, m in ev.names.items() if m.strength >= SUBJECT_STRENGTH}
     if opts.use_relations and subjects and not whole:
-        graph = vault.graph
-        ev.relations = follow(graph, subjects, query)
-        ev.asked = {r.predicate for r in ev.relations.values()}
-        top = sorted(subjects.values(), key=lambda m: (-m.strength, m.path))[:2]
-        for m in top:
-            for other, _ in [*graph.outbound(m.path), *graph.inbound(m.path)]:
-                if other in subjects or graph.is_dangling(other):
-                    continue
-                ev.neighbours[other] = max(ev.neighbours.get(other, 0.0), m.strength)
+        with stage("relations"):
+            _relations(vault, ev, subjects, query)
     return ev
+
+
+def _relations(vault: Vault, ev: QueryEvidence, subjects: dict[str, NameMatch],
+               query: str) -> None:
+    """Relation answers of the named subjects, and the notes linked to the top two."""
+    graph = vault.graph
+    ev.relations = follow(graph, subjects, query)
+    ev.asked = {r.predicate for r in ev.relations.values()}
+    top = sorted(subjects.values(), key=lambda m: (-m.strength, m.path))[:2]
+    for m in top:
+        for other, _ in [*graph.outbound(m.path), *graph.inbound(m.path)]:
+            if other in subjects or graph.is_dangling(other):
+                continue
+            ev.neighbours[other] = max(ev.neighbours.get(other, 0.0), m.strength)
 
 
 def extra_block_ids(vault: Vault, paths: list[str]) -> list[str]:
     """Block ids of these notes (each capped), for the candidate union."""
     out: list[str] = []
+    rows = rows_for(vault)
     for path in paths:
-        out += vault.state.block_ids(path)[:MAX_BLOCKS_PER_NOTE]
+        out += rows.block_ids(path)[:MAX_BLOCKS_PER_NOTE]
     return out

@@ -26,8 +26,10 @@ MAX_DEPTH = 3
 
 def expand_links(graph: Any, seeds: list[str], catalog: NodeCatalog, *, depth: int,
                  per_direction: int, budget: int,
-                 exclude: Callable[[str], bool] | None = None) -> list[dict[str, Any]]:
-    """Expansion entries (path, title, predicate, direction, depth, via, seed), walk order."""
+                 exclude: Callable[[str], bool] | None = None,
+                 suspended: Any = None) -> list[dict[str, Any]]:
+    """Expansion entries (path, title, predicate, direction, depth, via, seed), walk order;
+    `suspended` (archived) notes' links do not count in the in-degree that ranks them."""
     depth = max(0, min(depth, MAX_DEPTH))
     if depth == 0 or budget <= 0 or not seeds:
         return []
@@ -38,11 +40,19 @@ def expand_links(graph: Any, seeds: list[str], catalog: NodeCatalog, *, depth: i
     def allowed(node: str) -> bool:
         return not graph.is_dangling(node) and not (exclude and exclude(node))
 
-    def rank(nodes: list[str]) -> list[str]:
-        """Most linked-to first, but only when the cap forces a choice (in_degree is a walk)."""
+    def pick(nodes: list[str]) -> list[str]:
+        """The allowed nodes, by name; most linked-to first when more than the cap are
+        allowed (only then is the in-degree needed, and `allowed` is asked in that order
+        until the cap is passed, not for every neighbour of a hub)."""
         if len(nodes) <= per_direction:
-            return sorted(nodes)
-        return sorted(nodes, key=lambda o: (-catalog.in_degree(graph, o), o))[:per_direction]
+            return sorted(o for o in nodes if allowed(o))
+        kept: list[str] = []
+        for o in sorted(nodes, key=lambda o: (-catalog.in_degree(graph, o, suspended), o)):
+            if allowed(o):
+                kept.append(o)
+                if len(kept) > per_direction:
+                    return kept[:per_direction]
+        return sorted(kept)
 
     for hop in range(1, depth + 1):
         queues: list[list[tuple[str, str | None, str, str, str]]] = []
@@ -55,7 +65,7 @@ def expand_links(graph: Any, seeds: list[str], catalog: NodeCatalog, *, depth: i
                     # Prefer a named predicate over the bare link when both exist.
                     if other not in predicates or predicates[other] is None:
                         predicates[other] = predicate
-                fresh = rank([o for o in predicates if allowed(o)])
+                fresh = pick(list(predicates))
                 queues.append([(o, predicates[o], direction, node, seed) for o in fresh])
         nxt: list[tuple[str, str]] = []
         for row in zip_longest(*queues):

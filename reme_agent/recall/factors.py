@@ -2,7 +2,9 @@
 
     final = base × centrality × community × recency × layer
 
-- centrality = 1 + α·log(1 + in_degree), live from the in-memory graph (always available).
+- centrality = 1 + α·log(1 + in_degree), live from the in-memory graph (always available);
+  archived notes' links are suspended (DESIGN §7): a link from an archived note does not
+  count, and an archived note (shown only with include_archived) has in-degree 0.
 - community = β when the node's community (meta/communities.json) is the community of one of
   the top-3 fused seed nodes (the seeds themselves included), else 1.0.
 - recency = (1-w) + w·exp(-Δt/τ) with w = `recency_weight` (w=1 is the seed's exp(-Δt/τ);
@@ -49,6 +51,7 @@ class FactorContext:
     tokens: list[str] = field(default_factory=list)   # the query's keyword tokens
     freshness: Any = None         # recall.freshness.IndexFreshness of this search
     warnings: list[str] = field(default_factory=list)
+    archived: Any = None          # recall.archive.Archived: notes whose links are suspended
 
 
 def centrality(in_degree: int, alpha: float) -> float:
@@ -97,7 +100,7 @@ def node_factors(ctx: FactorContext, path: str) -> dict[str, float]:
     """The four factors of one node, each 1.0 when disabled or without its signal."""
     o = ctx.options
     return {
-        "centrality": (centrality(ctx.catalog.in_degree(ctx.graph, path), o.alpha)
+        "centrality": (centrality(ctx.catalog.in_degree(ctx.graph, path, ctx.archived), o.alpha)
                        if o.use_centrality else 1.0),
         "community": (community(path, ctx.communities, ctx.seed_communities, o.beta)
                       if o.use_community else 1.0),

@@ -85,12 +85,14 @@ class FreshnessCheck:
         """Indexed paths whose file is gone or whose size/mtime differ from the index."""
         known = self._known()
         out = []
+        stat = os.stat
+        base = root if root.endswith("/") else root + "/"   # a join per path cost as much
         for path in dict.fromkeys(paths):
             seen = known.get(path)
             if seen is None:
                 continue   # not an indexed file (cannot be a candidate)
             try:
-                st = os.stat(os.path.join(root, path))
+                st = stat(base + path)
             except OSError:
                 out.append(path)
                 continue

@@ -68,6 +68,7 @@ class NodeCatalog:
         self._generation = -1
         self._nodes: dict[str, NodeInfo | None] = {}
         self._degrees: dict[str, int] = {}
+        self._suspended: Any = None   # what `_degrees` was counted without (an Archived)
 
     def sync(self) -> None:
         """Drop the cache if an index run committed since it was filled (one SQL read)."""
@@ -78,11 +79,15 @@ class NodeCatalog:
                 self._degrees = {}
                 self._generation = gen
 
-    def in_degree(self, graph: Any, path: str) -> int:
-        """The graph's in_degree, memoised until the next index run (hubs cost a walk)."""
+    def in_degree(self, graph: Any, path: str, suspended: Any = None) -> int:
+        """The graph's in_degree without links from or to `suspended` notes (an
+        `recall.archive.Archived`), memoised until the next index run or another suspended
+        set (hubs cost a walk)."""
+        if suspended is not self._suspended:
+            self._degrees, self._suspended = {}, suspended
         value = self._degrees.get(path)
         if value is None:
-            value = self._degrees[path] = int(graph.in_degree(path))
+            value = self._degrees[path] = _live_in_degree(graph, path, suspended)
         return value
 
     def get(self, path: str) -> NodeInfo | None:
@@ -118,6 +123,18 @@ class NodeCatalog:
             mtime=datetime.fromtimestamp(row.mtime_ns / 1e9, tz=UTC))
 
 
+def _live_in_degree(graph: Any, path: str, suspended: Any) -> int:
+    if suspended is None:
+        return int(graph.in_degree(path))
+    if path in suspended:
+        return 0
+    sources = [s for s, _ in graph.inbound(path)]
+    if not sources:
+        return 0
+    suspended.prefetch(sources)   # one status lookup for all linkers
+    return int(graph.in_degree(path, skip=suspended))
+
+
 _catalogs: PerVault[NodeCatalog] = PerVault(NodeCatalog)
 
 
@@ -143,27 +160,25 @@ def group_by_node(hits: list[BlockHit], scores: dict[str, float],
     by_path: dict[str, list[BlockHit]] = {}
     for hit in sorted(hits, key=lambda h: (-scores[h.block_id], h.path, h.start_line)):
         by_path.setdefault(hit.path, []).append(hit)
+    tier = tiers or {}
+    # Rank every node first, then build results for the kept ones only (a query has ~100
+    # candidate notes and shows 10).
+    ranked = sorted(((-tier.get(path, 0), -_node_score([scores[b.block_id] for b in blocks],
+                                                        block_decay), path)
+                     for path, blocks in by_path.items()))[:limit]
     nodes = []
-    for path, blocks in by_path.items():
-        best = blocks[0]
+    for _, neg_score, path in ranked:
+        blocks = by_path[path]
         info = catalog.get(path)
+        shown_blocks = shown(blocks) if shown is not None else blocks
         nodes.append(NodeResult(
             path=path,
             title=info.title if info else path,
             description=info.description if info else "",
-            score=_node_score([scores[b.block_id] for b in blocks], block_decay),
-            factors={"base": best.base, **factors.get(path, {})},
+            score=-neg_score,
+            factors={"base": blocks[0].base, **factors.get(path, {})},
             chunks=[ChunkResult(b.block_id, b.start_line, b.end_line, b.text, scores[b.block_id])
-                    for b in blocks[:top_chunks_per_path]]))
-    tier = tiers or {}
-    nodes.sort(key=lambda n: (-tier.get(n.path, 0), -n.score, n.path))
-    nodes = nodes[:limit]
-    if shown is not None:
-        for node in nodes:
-            blocks = shown(by_path[node.path])
-            node.chunks = [ChunkResult(b.block_id, b.start_line, b.end_line, b.text,
-                                       scores[b.block_id])
-                           for b in blocks[:top_chunks_per_path]]
+                    for b in shown_blocks[:top_chunks_per_path]]))
     return nodes
 
 

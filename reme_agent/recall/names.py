@@ -147,6 +147,7 @@ class NameIndex:
         self._grams: dict[int, dict[str, set[int]]] = {}   # length -> bigram -> entries, lazy
         self._next = 0
         self._automaton: Any = None
+        self._idf_totals: dict[int, float] = {}   # entry -> idf sum of its tokens, per sync
 
     # -- upkeep -------------------------------------------------------------------------
     def sync(self) -> None:
@@ -176,6 +177,7 @@ class NameIndex:
                                          () if shared else note_name_tokens(name)))
             if changed or gone:
                 self._automaton = None
+                self._idf_totals = {}
             self._stamps = stamps
             self._generation = gen
 
@@ -284,14 +286,15 @@ class NameIndex:
             limit = max_edits(min(length, n))
             if limit == 0 or abs(length - n) > limit:
                 continue
-            counts: dict[int, int] = {}
             index = self._bigram_index(length)
-            for gram in grams:
-                for eid in index.get(gram, ()):
-                    counts[eid] = counts.get(eid, 0) + 1
             # q-gram lemma: each edit destroys at most 2 bigrams (of the longer string)
-            need = max(n, length) - 1 - 2 * limit
-            for eid, shared in counts.items():
+            need = max(1, max(n, length) - 1 - 2 * limit)
+            postings = sorted((index.get(g, _NONE) for g in grams), key=len)
+            # Prefix filter: a name sharing `need` of the query's bigrams holds one of its
+            # rarest len - need + 1 (so common bigrams like "th" are never walked whole).
+            candidates: set[int] = set().union(*postings[:len(postings) - need + 1])
+            for eid in sorted(candidates):   # title, aliases, stem, headings: entry order
+                shared = sum(1 for posting in postings if eid in posting)
                 if shared < need or not self._usable(eid):
                     continue
                 dist = osa_distance(key, self._entries[eid].key, limit)
@@ -329,17 +332,24 @@ class NameIndex:
             for eid in self._by_token.get(tok, ()):
                 hits[eid] = hits.get(eid, 0.0) + idf[tok]
         out = []
+        totals = self._idf_totals
         for eid, got in hits.items():
             entry = self._entries[eid]
             if len(entry.tokens) < 2:
                 continue   # a one-token name is an exact or contained match, or none
-            total = sum(math.log(1 + n_names / (1 + len(self._by_token.get(t, ()))))
-                        for t in entry.tokens)
+            total = totals.get(eid)
+            if total is None:   # the same sum every query until the index changes
+                total = totals[eid] = sum(
+                    math.log(1 + n_names / (1 + len(self._by_token.get(t, ()))))
+                    for t in entry.tokens)
             name_cov = got / total if total else 0.0
             if name_cov < 0.5 or not self._usable(eid):
                 continue
             out.append(self._make(eid, "tokens", 0.8 * name_cov))
         return out
+
+
+_NONE: frozenset[int] = frozenset()
 
 
 def _bigrams(key: str) -> list[str]:

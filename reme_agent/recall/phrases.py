@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from reme_agent.engine.tokenize import tokenize
 from reme_agent.recall.normalize import compact, spaced, within_words
+from reme_agent.recall.rows import rows_for
 
 if TYPE_CHECKING:
     from reme_agent.vault import Vault
@@ -51,7 +52,7 @@ def find_phrase(vault: Vault, phrase: str) -> dict[str, str]:
     if not ids:
         return {}
     out: dict[str, str] = {}
-    for bid, row in vault.state.blocks_by_id(ids).items():
+    for bid, row in rows_for(vault).rows(ids).items():
         text = spaced(row.text)
         start = text.find(want)
         while start >= 0:

@@ -100,6 +100,9 @@ class RecencySignal(SignalFile):
 class ArchivedSignal(SignalFile):
     threshold: float = 0.0
     archived: list[str] = Field(default_factory=list)
+    # Notes whose frontmatter still says `status: archived` (the status never moves back)
+    # but which the maintainer found warm again: live for recall (recall/archive.py).
+    thawed: list[str] = Field(default_factory=list)
 
 
 class CooldownEntry(BaseModel):
@@ -221,6 +224,11 @@ class SignalStore:
             entry.stale_logged = True
             log.warning("%s", message)
         return message
+
+    def file_key(self, name: str) -> tuple[int, int, int] | None:
+        """(inode, mtime_ns, size) of the signal's file, None when missing: changes whenever
+        the file does, for callers caching something derived from it."""
+        return self._entry(name).key
 
     def _derive(self, name: str, view: str, build: Any) -> Any:
         """Cache a view (set, dict) of a signal per file state, so searches rebuild nothing."""

@@ -1,4 +1,5 @@
-"""Daily tools: daily_read, daily_list, daily_write, daily_status (L4, DESIGN §2-§3).
+"""Daily tools: daily_read, daily_list, daily_write, daily_status (L4, DESIGN §2-§3);
+`daily_attach` (sibling materials) is `toolkit/materials.py`.
 
 Two layouts, both supported (`schema.obsidian.detect_daily_layout` decides which one a
 vault *writes*; both are always read and listed):
@@ -137,9 +138,12 @@ def daily_read(vault: Vault, path: str) -> ToolResult:
     note, day_note = _daily_note(vault, path)
     text, stamp = vault.store.read_stamped(note)
     parts = split_note(text, note)
-    folder = PurePosixPath(note).parent.as_posix()
-    materials = [] if day_note else [{"path": p, "size": vault.store.stat(p).size}
-                                     for p in vault.store.list(folder) if p != note]
+    # a workspace's materials share its folder; a day note's lie in a folder named like it
+    # (`daily_attach`, toolkit/materials.py)
+    folder = note[:-3] if day_note else PurePosixPath(note).parent.as_posix()
+    found = vault.store.list(folder) if vault.store.is_dir(folder) else []
+    materials = [{"path": p, "size": vault.store.stat(p).size} for p in found
+                 if p != note and parse_daily_path(p) is None]
     data = {"path": note, "stamp": stamp, "frontmatter": parts.frontmatter, "body": parts.body,
             "text": text, "materials": materials,
             "parse_error": str(parts.error) if parts.error else None}

@@ -59,7 +59,7 @@ def move(vault: Vault, src: str, dst: str) -> ToolResult:
             in a [[link]].
         dst: New vault-relative path, e.g. "knowledge/reciprocal-rank-fusion/reciprocal-rank-fusion.md".
     """
-    s, d = note_path(vault, src), vault.store.normalize(dst)
+    s, d = note_path(vault, src, redirects=False), vault.store.normalize(dst)
     if s == d:
         raise InvalidArgument(f"src and dst are the same path {s!r}.")
     if not vault.store.exists(s):
@@ -133,7 +133,7 @@ def delete(vault: Vault, path: str, stamp: str | None = None) -> ToolResult:
         path: Vault-relative path of the file to delete, or a note's name as in a [[link]].
         stamp: Optional stamp from `read`; the delete is refused if the file changed since.
     """
-    norm = note_path(vault, path)
+    norm = note_path(vault, path, redirects=False)
     check_change(vault, norm, "delete", exists=True)
     if not vault.store.exists(norm):
         raise NoteNotFound(norm, vault.store.suggest(norm))

@@ -1,6 +1,8 @@
-"""Lint tools: lint_dangling, lint_orphans, lint_collisions, lint_schema, lint_alias_links (L4).
+"""Lint tools: lint_dangling, lint_orphans, lint_collisions, lint_schema, lint_alias_links,
+lint_redirect_links (L4).
 
-None rewrites; `fix_alias_links` (run by `reme-agent lint --fix`) applies the one safe fix.
+None rewrites; `fix_alias_links` and `fix_redirect_links` (run by `reme-agent lint --fix`)
+apply the safe fixes.
 
 All four read the files as they are now (`vault.view()`), not the possibly stale index.
 
@@ -17,6 +19,12 @@ Definitions:
   only to *suggest* links), or through a folder note (`[[knowledge/bm25]]` for
   `knowledge/bm25/bm25.md`). The fix names the file and keeps the text as shown text,
   `[[王芳|Wang Fang]]`: same target, same sentence, now resolved in Obsidian too.
+- redirect link: a link that resolves only through a merge redirect: it names a note that
+  was merged away (its old path, file name, title or alias, kept in the winner's
+  `merged_from`). It works, but only because of the record; the fix names the note it now
+  reaches, in the vault's link style, keeping a name as shown text (`[[LLM]]` ->
+  `[[large-language-model|LLM]]`) and dropping an old path (`[[knowledge/llm/llm]]` ->
+  `[[large-language-model]]`), as merge itself retargets links.
 - schema: at the note's strictness level (`lint.strictness`, `schema.frontmatter`).
 """
 
@@ -24,15 +32,15 @@ from __future__ import annotations
 
 import difflib
 from collections import defaultdict
+from collections.abc import Collection, Iterator
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from reme_agent.engine.links import Link, LinkResolver, NewTarget, missing_edges, rewrite_targets
 from reme_agent.engine.linkstyle import link_target
-from reme_agent.engine.names import note_aliases
+from reme_agent.engine.names import merged_records, note_aliases, record_names
 from reme_agent.engine.parser import on_lf, split_note
-from reme_agent.engine.retarget import OBSIDIAN_TIERS
-from reme_agent.engine.view import VaultView
+from reme_agent.engine.view import LinkRef, VaultView
 from reme_agent.errors import ConservationViolation
 from reme_agent.schema.frontmatter import NOTE_SUFFIXES, schema_level, validate_schema
 from reme_agent.schema.layout import KNOWLEDGE
@@ -162,23 +170,79 @@ def lint_alias_links(vault: Vault, folder: str = "") -> ToolResult:
     """
     base = norm_folder(vault, folder)
     view = vault.view()
-    style = vault.settings.links.style
     items = []
+    for src, link, hit, how in _links_by_tier(view, base, _ALIAS_TIERS):
+        via = how if how == "folder_note" else _alias_kind(view, hit, link.target)
+        new = _fixed(hit, link.target, link.alias, how, view.resolver, vault, src)
+        items.append({"source": src, "line": link.line, "target": link.target,
+                      "resolves_to": hit, "via": via, "fix": new})
+    lines = [f"{i['source']}:{i['line']} [[{i['target']}]] -> {i['resolves_to']} "
+             f"(by {i['via'].replace('_', ' ')}); fix: {i['fix']}" for i in items]
+    return _report("links Obsidian does not resolve", items, lines)
+
+
+@tool
+def lint_redirect_links(vault: Vault, folder: str = "") -> ToolResult:
+    """Links that name a note merged into another one (its old path, file name, title or
+    alias): they still reach the kept note through its merge record (`merged_from`), but
+    only because of it. Each comes with its fix, e.g. [[LLM]] -> [[large-language-model|LLM]];
+    `reme-agent lint --fix` applies them.
+
+    Args:
+        folder: Only check notes under this folder, e.g. "knowledge"; "" for the whole vault.
+    """
+    base = norm_folder(vault, folder)
+    view = vault.view()
+    items = []
+    for src, link, hit, how in _links_by_tier(view, base, {"redirect"}):
+        new = _fixed(hit, link.target, link.alias, how, view.resolver, vault, src)
+        items.append({"source": src, "line": link.line, "target": link.target,
+                      "resolves_to": hit, "merged_from": _merged_path(view, hit, link.target),
+                      "fix": new})
+    lines = [f"{i['source']}:{i['line']} [[{i['target']}]] -> {i['resolves_to']} "
+             f"(merged from {i['merged_from']}); fix: {i['fix']}" for i in items]
+    return _report("links through a merge redirect", items, lines)
+
+
+_ALIAS_TIERS = frozenset({"folder_note", "alias"})
+
+
+def _links_by_tier(view: VaultView, base: str, tiers: Collection[str]
+                   ) -> Iterator[tuple[str, LinkRef, str, str]]:
+    """(source, link, resolved path, tier) of every link under `base` resolving by `tiers`."""
     for src, meta in sorted(view.notes.items()):
         if not in_folder(src, base):
             continue
         for link in meta.links:
             hit, how = view.resolver.resolve_how(link.target, src)
-            if hit is None or how in OBSIDIAN_TIERS:
-                continue
-            via = how if how == "folder_note" else _alias_kind(view, hit, link.target)
-            new = link_target(hit, view.resolver, style, src)
-            items.append({"source": src, "line": link.line, "target": link.target,
-                          "resolves_to": hit, "via": via,
-                          "fix": f"[[{new}|{link.alias or link.target}]]"})
-    lines = [f"{i['source']}:{i['line']} [[{i['target']}]] -> {i['resolves_to']} "
-             f"(by {i['via'].replace('_', ' ')}); fix: {i['fix']}" for i in items]
-    return _report("links Obsidian does not resolve", items, lines)
+            if hit is not None and how in tiers:
+                yield src, link, hit, how
+
+
+def _new_target(hit: str, target: str, how: str, resolver: LinkResolver, style: str,
+                source: str) -> NewTarget:
+    """The fix of one link: its file in the vault's style; a name stays as shown text, an
+    old path of a merged note does not (it was an address, not words of the sentence)."""
+    shown = None if how == "redirect" and "/" in target.strip().strip("/") else target
+    return NewTarget(link_target(hit, resolver, style, source), shown=shown)
+
+
+def _fixed(hit: str, target: str, alias: str | None, how: str, resolver: LinkResolver,
+           vault: Vault, source: str) -> str:
+    new = _new_target(hit, target, how, resolver, vault.settings.links.style, source)
+    shown = alias or new.shown
+    return f"[[{new.target}|{shown}]]" if shown else f"[[{new.target}]]"
+
+
+def _merged_path(view: VaultView, holder: str, target: str) -> str:
+    """The old path of the merged note a redirect link names (the record it matched)."""
+    meta = view.notes.get(holder)
+    records = merged_records(meta.frontmatter) if meta else []
+    for record in reversed(records):   # the newest record that matches
+        one = LinkResolver([holder], redirects={holder: [record["path"], *record_names(record)]})
+        if one.resolve(target) == holder:
+            return str(record["path"])
+    return str(records[-1]["path"]) if records else holder
 
 
 def fix_alias_links(vault: Vault, folder: str = "", dry_run: bool = False) -> ToolResult:
@@ -186,7 +250,19 @@ def fix_alias_links(vault: Vault, folder: str = "", dry_run: bool = False) -> To
     style, and keeps its text as shown text (anchor and predicate kept). Safe and
     reversible: every link still resolves to the same file (checked, E-1), only the link
     markup changes, each note under CAS. Returns {count, files: [{path, links}]}."""
-    found = lint_alias_links(vault, folder)["items"]
+    return _fix_links(vault, folder, dry_run, lint_alias_links, _ALIAS_TIERS)
+
+
+def fix_redirect_links(vault: Vault, folder: str = "", dry_run: bool = False) -> ToolResult:
+    """Apply `lint_redirect_links`' fixes: each link through a merge redirect names the note
+    it reaches, in the vault's link style (a name kept as shown text). Same safety as
+    `fix_alias_links`: the link still resolves to the same file (E-1), each note under CAS."""
+    return _fix_links(vault, folder, dry_run, lint_redirect_links, {"redirect"})
+
+
+def _fix_links(vault: Vault, folder: str, dry_run: bool, lint: Any,
+               tiers: Collection[str]) -> ToolResult:
+    found = lint(vault, folder)["items"]
     by_source: dict[str, int] = defaultdict(int)
     for item in found:
         by_source[item["source"]] += 1
@@ -198,9 +274,9 @@ def fix_alias_links(vault: Vault, folder: str = "", dry_run: bool = False) -> To
         def mapping(link: Link, source: str = source, resolver: LinkResolver = resolver
                     ) -> NewTarget | None:
             hit, how = resolver.resolve_how(link.target, source)
-            if hit is None or how in OBSIDIAN_TIERS:
+            if hit is None or how not in tiers:
                 return None
-            return NewTarget(link_target(hit, resolver, style, source), shown=link.target)
+            return _new_target(hit, link.target, how, resolver, style, source)
 
         def edit(text: str, source: str = source, resolver: LinkResolver = resolver,
                  mapping: Any = mapping) -> str | None:

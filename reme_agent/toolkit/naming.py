@@ -3,8 +3,11 @@
 - `note_path`: tools take a note *name* wherever they take a path (``read "BM25"``,
   ``read "王芳"``): a path that exists wins; otherwise the name is resolved by the same rules
   as a ``[[link]]`` (`engine.links.LinkResolver`: path, folder note, file name, alias or
-  title); several candidates -> `AmbiguousName` listing them; none -> the path as given, so
-  the tool answers its usual "No file at ..." with suggestions.
+  title, then a merge redirect: the old path or name of a note merged into another one
+  reaches the note it was merged into); several candidates -> `AmbiguousName` listing
+  them; none -> the path as given, so the tool answers its usual "No file at ..." with
+  suggestions. `delete` and `move` never act through a redirect (it would delete or move the
+  note that absorbed the old one): the old path is "No file at ...", suggesting the note.
 - `link_to`: the text of a new link to a note, in the vault's `links.style`.
 - `restyle_named_links`: jobs name link targets by full vault path (``[[knowledge/x/x.md]]``,
   as the protocol asks); what lands in the file follows the vault's style (``[[x]]``).
@@ -16,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from reme_agent.engine.links import Link, LinkResolver, extract_links, rewrite_targets, target_key
 from reme_agent.engine.linkstyle import format_link, link_target
-from reme_agent.errors import AmbiguousName, PathEscape
+from reme_agent.errors import AmbiguousName, NoteNotFound, PathEscape
 
 if TYPE_CHECKING:
     from reme_agent.vault import Vault
@@ -24,8 +27,9 @@ if TYPE_CHECKING:
 __all__ = ["link_to", "note_path", "restyle_named_links"]
 
 
-def note_path(vault: Vault, name: str) -> str:
-    """The vault path `name` stands for (see the module docstring)."""
+def note_path(vault: Vault, name: str, *, redirects: bool = True) -> str:
+    """The vault path `name` stands for (see the module docstring); `redirects=False`
+    refuses a name that reaches its note only through a merge redirect."""
     try:
         norm = vault.store.normalize(name)
         if vault.store.resolve(norm).exists():
@@ -33,7 +37,9 @@ def note_path(vault: Vault, name: str) -> str:
     except PathEscape:
         norm = None  # not a usable path, but maybe a name ("a/../b" is neither)
     resolver = vault.view().resolver
-    hit = resolver.resolve(name)
+    hit, how = resolver.resolve_how(name)
+    if hit is not None and how == "redirect" and not redirects:
+        raise NoteNotFound(norm or name, [hit])
     if hit is not None:
         return hit
     candidates = resolver.ambiguous(name)

@@ -17,7 +17,17 @@ import docstring_parser
 from pydantic import Field, TypeAdapter, WithJsonSchema, create_model
 
 from reme_agent.errors import InvalidArgument
-from reme_agent.toolkit import activity, daily, files, lint, notes, retrieve, tags, unlink
+from reme_agent.toolkit import (
+    activity,
+    daily,
+    files,
+    lint,
+    materials,
+    notes,
+    retrieve,
+    tags,
+    unlink,
+)
 from reme_agent.toolkit.actor import acting_as, current_actor
 from reme_agent.toolkit.results import ToolResult, hints_of
 
@@ -32,8 +42,8 @@ GROUPS: dict[str, str] = {
     "tags": "Tags used in frontmatter and the notes carrying them.",
     "fileops": "Move, copy and delete files; upload and download materials.",
     "daily": "Daily workspaces: read, list, write and move their status.",
-    "lint": "Find dangling links, orphans, name collisions, links Obsidian cannot resolve and "
-            "schema problems.",
+    "lint": "Find dangling links, orphans, name collisions, links Obsidian cannot resolve, "
+            "links to merged notes and schema problems.",
 }
 
 
@@ -176,12 +186,14 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec("daily_read", daily.daily_read, "daily", read_only=True),
     ToolSpec("daily_list", daily.daily_list, "daily", read_only=True),
     ToolSpec("daily_write", daily.daily_write, "daily", read_only=False),
+    ToolSpec("daily_attach", materials.daily_attach, "daily", read_only=False),
     ToolSpec("daily_status", daily.daily_status, "daily", read_only=False),
     ToolSpec("lint_dangling", lint.lint_dangling, "lint", read_only=True),
     ToolSpec("lint_orphans", lint.lint_orphans, "lint", read_only=True),
     ToolSpec("lint_collisions", lint.lint_collisions, "lint", read_only=True),
     ToolSpec("lint_schema", lint.lint_schema, "lint", read_only=True),
     ToolSpec("lint_alias_links", lint.lint_alias_links, "lint", read_only=True),
+    ToolSpec("lint_redirect_links", lint.lint_redirect_links, "lint", read_only=True),
 )
 BY_NAME: dict[str, ToolSpec] = {s.name: s for s in TOOLS}
 

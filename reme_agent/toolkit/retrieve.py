@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Literal
 
 from reme_agent.errors import AmbiguousName, InvalidArgument, NoteNotFound
+from reme_agent.recall.archive import archived_now
 from reme_agent.toolkit.results import ToolResult, tool
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ def search(vault: Vault, query: str, limit: int = 10, path_prefix: str | None = 
         path_prefix: Only search under this folder, e.g. "knowledge/" or "daily/2026-11-".
         layers: Only these top folders, e.g. ["knowledge"]; meta and audit are searched only
             when named here.
-        include_archived: Also return notes the maintainer archived (old, unused ones).
+        include_archived: Also return archived notes (`status: archived`: old, unused ones).
         expand_depth: Link hops listed beside the results (0-3; default from config, 1).
         top_chunks_per_path: Matching passages shown per note (default from config, 2).
         query_rewrite: Another wording of the query for the meaning (vector) side only,
@@ -78,9 +79,12 @@ def run_search(vault: Vault, query: str, *, limit: int = 10, path_prefix: str | 
 @tool
 def graph_traverse(vault: Vault, seeds: list[str] | str,
                    direction: Literal["out", "in", "both"] = "out", depth: int = 1,
-                   predicates: list[str] | None = None, exclude_archived: bool = False,
+                   predicates: list[str] | None = None, include_archived: bool = False,
                    max_nodes: int = 50) -> ToolResult:
     """Walk the link graph breadth-first from one or more notes; one row per edge walked.
+
+    Archived notes (old, unused ones) are not stepped onto unless asked for; a seed is
+    always walked from.
 
     Args:
         seeds: Start note path(s), e.g. ["knowledge/bm25/bm25.md"]; short names resolve too.
@@ -88,7 +92,8 @@ def graph_traverse(vault: Vault, seeds: list[str] | str,
         depth: How many hops to walk (1-5).
         predicates: Only walk links with these predicates, e.g. ["uses"]; "" means bare
             [[links]] without a predicate. Omit to walk every link.
-        exclude_archived: Do not step onto notes the maintainer archived (meta/archived.json).
+        include_archived: Also step onto archived notes (frontmatter `status: archived`, or
+            archived by the maintainer).
         max_nodes: Stop after reaching this many notes beyond the seeds (1-500).
     """
     if not 1 <= depth <= MAX_DEPTH:
@@ -98,7 +103,7 @@ def graph_traverse(vault: Vault, seeds: list[str] | str,
     vault.ready()
     starts = _resolve_seeds(vault, [seeds] if isinstance(seeds, str) else seeds)
     preds = None if predicates is None else [p or None for p in predicates]
-    exclude = _archived_filter(vault) if exclude_archived else None
+    exclude = None if include_archived else archived_now(vault).__contains__
     edges = vault.graph.traverse(starts, direction, depth, preds, exclude, max_nodes)
     nodes = list(dict.fromkeys(e["target"] if e["direction"] == "out" else e["source"]
                                for e in edges))
@@ -124,15 +129,6 @@ def _resolve_seeds(vault: Vault, seeds: list[str]) -> list[str]:
                 raise NoteNotFound(norm, vault.store.suggest(norm))
         out.append(hit)
     return out
-
-
-def _archived_filter(vault: Vault) -> Any:
-    """Archived = meta/archived.json (what search filters, DESIGN §7-§8) plus notes whose
-    frontmatter already says `status: archived` (the maintainer writes both; a person may
-    archive by hand before the next maintain run)."""
-    archived = set(vault.signals.archived() or ())
-    archived |= {p for p, r in vault.index_rows().items() if r.frontmatter.get("status") == "archived"}
-    return lambda node: node in archived
 
 
 def _traverse_text(seeds: list[str], edges: list[dict[str, Any]]) -> str:

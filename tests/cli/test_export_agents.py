@@ -71,8 +71,8 @@ def test_claude_code_export_writes_two_subagents_and_the_server_entry(vault: Pat
     curator, _ = agent_file(project / AGENT_FILES[1])
     assert {"daily_read", "daily_list", "daily_status", "write", "lint_schema"} \
         <= set(prefixed(distiller["tools"]))
-    assert {"lint_dangling", "lint_orphans", "lint_collisions", "write"} \
-        <= set(prefixed(curator["tools"]))
+    assert {"lint_dangling", "lint_orphans", "lint_collisions", "write", "link_remove"} \
+        <= set(prefixed(curator["tools"]))  # a wrong link goes only with a reason (audited)
     assert not {"delete", "move", "daily_status"} & set(prefixed(curator["tools"]))
     entry = json.loads((project / ".mcp.json").read_text())["mcpServers"]["reme"]
     assert entry["type"] == "stdio"

@@ -1,7 +1,8 @@
 """The graph after incremental runs must equal a graph rebuilt from scratch (PERF-3).
 
 New, deleted and re-aliased notes change where *other* notes' links resolve (a new note can
-resolve a dangling link, make a unique name ambiguous, or win over an alias). Random edit
+resolve a dangling link, make a unique name ambiguous, win over an alias or a merge
+redirect, or carry one). Random edit
 sequences over colliding names, aliases, folder notes and uploads check that re-resolving
 only the sources found through the link-key index gives exactly the full rebuild.
 """
@@ -23,7 +24,9 @@ HASH = Settings(embedder={"name": "hash"}, index={"progress": False})
 NAMES = ["alpha", "Beta", "gamma", "café", "delta"]
 FOLDERS = ["", "a/", "b/", "alpha/", "a/b/"]
 TARGETS = NAMES + ["a/alpha", "b/Beta.md", "./gamma", "../delta", "alpha/alpha", "nothing",
-                   "img.png", "res/img.png", "Alias One", "alias two"]
+                   "img.png", "res/img.png", "Alias One", "alias two", "zeta", "Old Name",
+                   "old/café", "gone/nothing.md"]
+MERGED = ["Old Name", "alias two", "Beta"]
 
 
 def graph_of(g: GraphProjection) -> tuple[list, list]:
@@ -41,9 +44,15 @@ def rebuilt(v: Vault) -> tuple[list, list]:
 
 def random_note(rng: random.Random) -> str:
     lines = []
+    head = []
     if rng.random() < 0.4:
         aliases = rng.sample(["Alias One", "alias two", "alpha", "Beta"], rng.randint(1, 2))
-        lines += ["---", f"aliases: [{', '.join(aliases)}]", "---"]
+        head.append(f"aliases: [{', '.join(aliases)}]")
+    if rng.random() < 0.3:   # merge redirects: old paths and names resolve here, last
+        old = rng.choice(["gone/nothing.md", "a/alpha.md", "old/café/café.md", "zeta.md"])
+        head.append(f"merged_from: [{{path: {old}, title: {rng.choice(MERGED)}}}]")
+    if head:
+        lines += ["---", *head, "---"]
     lines.append(f"# note {rng.randint(0, 999)}")
     for _ in range(rng.randint(0, 4)):
         pred = rng.choice(["", "", "related:: "])

@@ -230,3 +230,55 @@ def test_export_of_an_empty_index_imports_as_empty() -> None:
     assert len(loaded) == 0 and loaded.query("x", 5) == []
     loaded.add_many([("a", ["x"]), ("b", ["y"]), ("c", ["z"])])
     assert loaded.query("x", 5)[0][0] == "a"
+
+
+# -- one query scored once (issue G6) ----------------------------------------------------------
+
+
+def _index(seed: int = 5, n_docs: int = 120) -> tuple[KeywordProjection, dict[str, list[str]]]:
+    kp = KeywordProjection()
+    docs = {f"d{i}": toks for i, toks in enumerate(_corpus(seed, n_docs, vocab=60))}
+    for doc_id, toks in docs.items():
+        kp.add(doc_id, tokens=toks)
+    return kp, docs
+
+
+def test_query_scores_give_what_top_gives() -> None:
+    kp, docs = _index()
+    ids = sorted(docs)
+
+    def allowed(doc_id: str) -> bool:
+        return int(doc_id[1:]) % 3 != 0
+
+    for q in _queries(7)[:15]:
+        top, also = kp.top(q, 12, allowed, ids[::7])
+        scores = kp.query_scores(q)
+        assert scores.top(12, allowed) == top
+        assert scores.of(ids[::7]) == also
+        assert scores.of(["no-such-doc"]) == {}
+
+
+def test_query_scores_taken_before_a_write_score_the_new_index() -> None:
+    kp, docs = _index()
+    q = ["t40", "t41", "t42"]
+    scores = kp.query_scores(q)
+    kp.add("fresh", tokens=q * 3)            # holds every query term
+    kp.remove("d1")
+    assert scores.top(5) == kp.top(q, 5)[0] and "fresh" in dict(scores.top(5))
+    assert scores.of(["fresh", "d1", "d2"]) == kp.top(q, 1, also=["fresh", "d1", "d2"])[1]
+    assert "fresh" in scores.of(["fresh"]) and "d1" not in scores.of(["d1"])
+
+
+def test_memoised_scores_and_coverage_follow_writes() -> None:
+    kp, _ = _index()
+    q = _queries(9)[0]
+    before = kp.scores(q)
+    cov_before = kp.coverage(q, ["d3", "d4"])
+    assert kp.scores(q) == before and kp.coverage(q, ["d3", "d4"]) == cov_before
+    kp.add("extra", tokens=list(q))
+    fresh = KeywordProjection()
+    for doc_id in kp.doc_ids():
+        fresh.add(doc_id, tokens=kp.tokens_of(doc_id))
+    assert kp.scores(q) == pytest.approx(fresh.scores(q), abs=1e-12)
+    assert kp.scores(q) != before
+    assert kp.coverage(q, ["d3", "d4", "extra"]) == fresh.coverage(q, ["d3", "d4", "extra"])

@@ -238,3 +238,62 @@ def test_close_releases_the_store_so_a_deleted_path_can_be_rebuilt(tmp_path: Pat
     assert vp2.count() == 5
     vp2.close()
     vp2.close()  # idempotent
+
+
+# -- stored vectors by id, cached (issue G6) ----------------------------------------------------
+
+
+def _stored(vp: VectorProjection, ids: list[str]) -> dict[str, np.ndarray]:
+    """What chroma itself holds for these ids (no cache in between)."""
+    got = vp._col.get(ids=ids, include=["embeddings"])
+    return {i: np.asarray(v, dtype=np.float32) for i, v in zip(got["ids"], got["embeddings"],
+                                                              strict=True)}
+
+
+def test_embeddings_from_the_cache_equal_the_stored_vectors(tmp_path: Path) -> None:
+    vp = VectorProjection(HashEmbedder(), tmp_path / "chroma")
+    _fill(vp)
+    ids = list(TEXTS)
+    first = vp.embeddings(ids + ["missing"])   # from chroma, then cached
+    stored = _stored(vp, ids)
+    assert set(first) == set(ids) and len(vp.cache) == len(ids)
+    hits = vp.cache.hits
+    again = vp.embeddings(ids)
+    assert vp.cache.hits == hits + len(ids)
+    # bit for bit what chroma holds (it re-normalises what an upsert sent)
+    assert all(np.array_equal(again[i], stored[i]) for i in ids)
+    vp.delete(ids[:1])
+    assert ids[0] not in vp.embeddings(ids[:1])
+    vp.close()
+
+
+def test_switching_collection_or_reopening_drops_the_cache(tmp_path: Path) -> None:
+    vp = VectorProjection(HashEmbedder(), tmp_path / "chroma")
+    _fill(vp)
+    vp.embeddings(list(TEXTS))
+    assert len(vp.cache) == len(TEXTS)
+    vp.reopen()
+    assert len(vp.cache) == 0
+    vp.embeddings(list(TEXTS))
+    vp.start_generation(vp.generation_name(1))   # an empty new collection
+    assert len(vp.cache) == 0 and vp.embeddings(list(TEXTS)) == {}
+    vp.reset()
+    assert len(vp.cache) == 0
+    vp.close()
+
+
+def test_vector_cache_is_bounded_and_least_recently_used_goes_first() -> None:
+    from reme_agent.engine.projections.vector_cache import VectorCache
+
+    one = np.ones(256, dtype=np.float32)
+    cache = VectorCache(max_bytes=3 * (one.nbytes + 200))
+    cache.put_many(["a", "b", "c"], [one, 2 * one, 3 * one])
+    cache.get_many(["a"])                      # a is now the most recent
+    cache.put_many(["d"], [4 * one])
+    found, missing = cache.get_many(["a", "b", "c", "d"])
+    assert missing == ["b"] and set(found) == {"a", "c", "d"}
+    batch = np.stack([one, one])
+    cache.put_many(["e", "f"], batch)
+    batch[:] = 0                               # the cache holds copies, not views
+    assert cache.get_many(["e"])[0]["e"][0] == 1.0
+    assert VectorCache(max_bytes=0).get_many(["x"]) == ({}, ["x"])

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from evals.autolink_pr import evaluate, render
+from evals.autolink.check_labels import bodies, check
+from evals.autolink_pr import DATA, evaluate, render
 
 MARGIN = 0.03
 # embedder -> mode -> (precision, recall) as reported in docs/autolink.md
@@ -18,6 +19,29 @@ REPORTED = {
     "hash": {"exact": (0.90, 0.47), "fuzzy": (0.95, 0.46), "judge": (0.98, 0.95)},
 }
 PROPOSALS = {"use": (85, 0.92), "hash": (78, 0.92)}  # true proposals without a model, precision
+
+
+def test_every_label_is_found_in_the_committed_vault() -> None:
+    import yaml
+
+    labels = yaml.safe_load((DATA / "labels.yaml").read_text(encoding="utf-8"))["notes"]
+    notes = bodies()
+    assert len(notes) >= 60
+    problems, _ = check(notes, labels)
+    assert problems == []
+
+
+def test_label_check_reports_a_missing_nth_and_target() -> None:
+    notes = {"knowledge/a/a.md": "we go live, then go home", "knowledge/go/go.md": "Go."}
+    labels = {"knowledge/a/a.md": [
+        {"text": "go", "nth": 2, "target": None, "kind": "common-word"},
+        {"text": "go", "nth": 3, "target": None, "kind": "common-word"},
+        {"text": "live", "target": "knowledge/live/live.md", "kind": "exact"}]}
+    problems, others = check(notes, labels)
+    assert problems == ["knowledge/a/a.md: target knowledge/live/live.md does not exist",
+                        "knowledge/a/a.md: 'go' nth [2, 3], found 2 times"]
+    assert check(notes, {"knowledge/a/a.md": labels["knowledge/a/a.md"][:1]})[1] == [
+        "knowledge/a/a.md: 'go' occurrence 1 (unlabelled): ...we go live, then go home..."]
 
 
 @pytest.mark.slow

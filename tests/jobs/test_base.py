@@ -29,7 +29,7 @@ DIST = {"placeholders": distiller.PLACEHOLDERS, "forbidden_tools": distiller.FOR
 def test_packaged_prompts_load_and_render_in_both_languages(language: str) -> None:
     sync = load_prompt("synchronizer", language, **SYNC)
     dist = load_prompt("distiller", language, **DIST)
-    assert sync.tools == ["daily_list", "daily_read", "daily_write"]
+    assert sync.tools == ["daily_list", "daily_read", "daily_write", "daily_attach"]
     assert "lint_schema" in dist.tools and "daily_write" not in dist.tools
     values = {"protocol": "PROTOCOL", "vault_dir": "/v", "today": "2026-11-30", "hint": "h",
               "session_id": "s", "language": language, "transcript": "T", "recent": "R",

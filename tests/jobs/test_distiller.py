@@ -7,9 +7,11 @@ import itertools
 
 import pytest
 
-from reme_agent.errors import NoteNotFound
+from reme_agent.errors import InvalidArgument, NoteNotFound
 from reme_agent.jobs.distiller import estimate_tokens, run_distiller
 from reme_agent.testing import ScriptedChatModel, TextBlock, tool_call
+from reme_agent.toolkit.daily import daily_list
+from reme_agent.toolkit.materials import daily_attach
 from reme_agent.toolkit.notes import property_read
 from tests.jobs.conftest import (
     AUTH,
@@ -345,6 +347,40 @@ def test_an_overloaded_note_enqueues_a_split_and_leaves_it_pending(vault, queue,
     assert split.source == "distiller"
 
 
+def test_the_distiller_works_on_a_day_with_materials(vault, queue) -> None:
+    day = TODAY.isoformat()
+    csv = "method,ndcg\nrrf,0.61\nblend,0.63\n"
+    table = daily_attach(vault, "search-tuning", "eval.csv", csv, date=day)["path"]
+    script = daily_attach(vault, "search-tuning", "blend", "score = 0.3 * v + 0.7 * k\n",
+                          language="python", date=day)["path"]
+    assert [n["path"] for n in daily_list(vault, start=day, end=day)["notes"]] == [DAILY_TODAY]
+    untouched = vault_hash(vault)
+    for material in (table, script):  # a material is not a daily note to distill
+        model = ScriptedChatModel([[TextBlock(text="x")]])
+        with pytest.raises(InvalidArgument, match="not a daily note"):
+            run_distiller(vault, [material], model=model, today=TODAY)
+        assert model.calls == [] and vault_hash(vault) == untouched
+    before = {p: text_of(vault, p) for p in (table, script)}
+
+    blend = "knowledge/blend-fusion/blend-fusion.md"
+    result, model = distill(vault, [
+        [tool_call("c1", "daily_read", path=DAILY_TODAY)],
+        [tool_call("c2", "read", path=table)],
+        [tool_call("c3", "write", path=blend, frontmatter=FM | {"title": "Blend fusion"},
+                   body="# Blend fusion\n\nBlend beats RRF: nDCG 0.63 vs 0.61.\n")],
+        [tool_call("c4", "daily_status", path=DAILY_TODAY, status="distilled")],
+        [TextBlock(text="Distilled the fusion comparison.")],
+    ], queue, paths=(DAILY_TODAY,))
+
+    assert result.ok and result.flipped == [DAILY_TODAY] and result.created == [blend]
+    assert result.read == [DAILY_TODAY, table]
+    listing = answers(model)[0]
+    assert f"{table} (" in listing and f"{script} (" in listing  # daily_read lists them
+    assert {p: text_of(vault, p) for p in (table, script)} == before
+    assert "status" not in property_read(vault, script)["properties"]  # frozen, not flipped
+    assert status(vault, DAILY_TODAY) == "distilled"
+
+
 def test_a_missing_daily_fails_before_the_model_runs(vault, queue) -> None:
     before = vault_hash(vault)
     model = ScriptedChatModel([[TextBlock(text="x")]])
@@ -401,6 +437,7 @@ def test_e1_is_checked_once_by_the_tool_and_the_guard_scans_no_vault(vault, queu
     ], queue, flip_status=False)
     assert "drops existing links" in answers(model)[2]
     assert "see the runbook" in text_of(vault, JWT) and result.refused == []
-    # one per write, both the tool's (was four: the guard's E-1 pre-check and its record),
-    # and the distiller's closing lint_schema
-    assert len(views) == 3, views
+    # one for the write that drops a link (the tool's E-1; was four with the guard's E-1
+    # pre-check and its record), none for the write that keeps every link as written, and
+    # the distiller's closing lint_schema
+    assert len(views) == 2, views

@@ -17,7 +17,16 @@ from reme_agent.jobs.synchronizer import (
 from reme_agent.testing import ScriptedChatModel, TextBlock, tool_call
 from reme_agent.toolkit.daily import daily_status
 from reme_agent.toolkit.notes import property_read
-from tests.jobs.conftest import DAILY_JWT, DAILY_TODAY, TODAY, answers, text_of, vault_hash
+from tests.jobs.conftest import (
+    DAILY_JWT,
+    DAILY_TODAY,
+    SETTINGS,
+    TODAY,
+    answers,
+    build,
+    text_of,
+    vault_hash,
+)
 
 CHAT = [{"role": "user", "content": "Let's rotate the JWT keys with a dual-key verifier."},
         {"role": "assistant", "content": "Done: the verifier accepts both keys for 24h."}]
@@ -50,7 +59,8 @@ def test_synchronizer_creates_a_daily_note_with_sections(vault) -> None:
     props = property_read(vault, NEW)["properties"]
     assert props["originSessionId"] == "s-42" and props["status"] == "active"
     assert body(vault, NEW).startswith("# Dual-key rollout\n\n## Objective\n")
-    assert model.calls[0]["tool_names"] == ["daily_read", "daily_list", "daily_write"]
+    assert model.calls[0]["tool_names"] == ["daily_read", "daily_list", "daily_write",
+                                            "daily_attach"]
     user = model.calls[0]["messages"][1].get_text_content()
     assert "[user] Let's rotate the JWT keys" in user and DAILY_JWT in user  # recent notes
 
@@ -152,6 +162,82 @@ def test_the_synchronizer_never_writes_knowledge_or_lints(vault) -> None:
     seen = answers(model)
     assert all("doesn't exist" in s or "not found" in s.lower() for s in seen), seen
     assert vault_hash(vault) == before and result.written == []
+
+
+# -- sibling materials ----------------------------------------------------------------------
+SCRIPT = "\n".join(["import jwt", "", "def rotate(keys):"]
+                   + [f"    keys.add(new_key({i}))  # step {i}" for i in range(40)]) + "\n"
+CODE_CHAT = [CHAT[0], {"role": "assistant",
+                       "content": f"Here is the rotation script:\n```python\n{SCRIPT}```"}]
+SCRIPT_NOTE = f"daily/{TODAY.isoformat()}/dual-key-rollout/rotate-keys.md"
+
+
+def create_then_attach(**attach):
+    return [
+        [tool_call("c1", "daily_write", slug="dual-key-rollout", title="Dual-key rollout",
+                   body="## Objective\nRoll out the dual-key verifier.\n\n## Progress\n"
+                        "- Wrote the rotation script.\n")],
+        [tool_call("c2", "daily_attach", slug="dual-key-rollout",
+                   **({"filename": "rotate-keys", "content": SCRIPT, "language": "python",
+                       "description": "The key rotation script"} | attach))],
+        [TextBlock(text=f"Wrote {NEW}.")],
+    ]
+
+
+def test_a_long_code_output_is_stored_beside_the_note_and_linked(vault) -> None:
+    result, model = sync(vault, create_then_attach(), messages=CODE_CHAT)
+
+    assert result.ok and result.created == [NEW, SCRIPT_NOTE]
+    assert result.written == [NEW, SCRIPT_NOTE]
+    assert [(e.source, e.target) for e in result.linked] == [(NEW, SCRIPT_NOTE)]
+    assert text_of(vault, SCRIPT_NOTE).endswith(f"```python\n{SCRIPT}```\n")
+    props = property_read(vault, SCRIPT_NOTE)["properties"]
+    assert props["originSessionId"] == "s-42" and props["lifecycle"] == "frozen"  # by the guard
+    assert body(vault, NEW).endswith("## Materials\n- [[rotate-keys]] — The key rotation "
+                                     "script\n")
+    view = vault.view()
+    assert [view.resolve(x, NEW) for x in view.notes[NEW].links] == [SCRIPT_NOTE]
+    assert answers(model)[1].startswith(f"Stored {SCRIPT_NOTE}")
+
+
+def test_syncing_the_same_conversation_again_stores_nothing_twice(vault) -> None:
+    sync(vault, create_then_attach(), messages=CODE_CHAT)
+    before = vault_hash(vault)
+
+    again, model = sync(vault, [], messages=CODE_CHAT)  # an empty script: any model call fails
+    assert again.summary == "Nothing new to record." and model.calls == []
+    assert vault_hash(vault) == before
+    # the tool itself is idempotent too: the model repeating its calls changes nothing
+    more = [*CODE_CHAT, {"role": "user", "content": "Thanks."}]
+    repeat, _ = sync(vault, create_then_attach()[1:], messages=more)
+    assert repeat.ok and repeat.written == [] and vault_hash(vault) == before
+
+
+def test_oversize_and_unsafe_materials_are_refused_and_nothing_is_half_written(
+        tmp_path) -> None:
+    limit = 2000  # a small limit keeps the conversation under AgentScope's compression
+    vault = build(tmp_path / "small", settings=SETTINGS.model_copy(
+        update={"index": SETTINGS.index.model_copy(update={"max_file_bytes": limit})}))
+    result, model = sync(vault, [
+        [tool_call("c1", "daily_write", slug="dual-key-rollout", body="## Progress\n- ran\n")],
+        [tool_call("c2", "daily_attach", slug="dual-key-rollout", filename="huge.log",
+                   content="x" * (limit + 1))],
+        [tool_call("c3", "daily_attach", slug="dual-key-rollout", filename="../../escape",
+                   content="x")],
+        [tool_call("c4", "daily_attach", slug="dual-key-rollout", filename=".hidden",
+                   content="x")],
+        [TextBlock(text="Could not store the log.")],
+    ], messages=CODE_CHAT)
+
+    seen = answers(model)
+    assert f"the limit is {limit}" in seen[1] and "Nothing was written" in seen[1]
+    assert "not a path" in seen[2] and "hidden" in seen[3]
+    folder = vault.root / NEW.rsplit("/", 1)[0]
+    assert sorted(p.name for p in folder.iterdir()) == ["dual-key-rollout.md"]
+    assert "## Materials" not in body(vault, NEW) and not (vault.root / "escape.md").exists()
+    huge = NEW.rsplit("/", 1)[0] + "/huge.log"
+    assert [(i.path, i.tool) for i in result.failed] == [(huge, "daily_attach")]
+    vault.close()
 
 
 # -- transcript mode ----------------------------------------------------------------------

@@ -151,3 +151,36 @@ def test_importance_out_of_range_counts_as_the_default(make_vault: VaultFactory)
                        mtimes={path: NOW})
     maintainer(vault).run(["decay"])
     assert read_json(vault, "meta/recency.json")["scores"][path] == pytest.approx(5.0)
+
+
+def test_a_thawed_note_stays_live_on_later_runs_and_a_cold_spell_lists_it_again(vault) -> None:
+    maintainer(vault).run(["decay"])
+    vault.access_log.record([OLD], when=NOW)
+    maintainer(vault).run(["access", "decay"])
+    maintainer(vault).run(["access", "decay"])              # still warm: still thawed
+    listed = read_json(vault, "meta/archived.json")
+    assert listed["archived"] == [] and listed["thawed"] == [OLD]
+    assert fm_status(vault, OLD) == "archived"
+    assert OLD in [n.path for n in search(vault, "platypus venom", log_access=False).results]
+    maintainer(vault, now=days_ago(-200)).run(["decay"])     # 200 days later: cold again
+    listed = read_json(vault, "meta/archived.json")
+    assert OLD in listed["archived"] and listed["thawed"] == []
+
+
+def test_a_note_archived_by_hand_is_hidden_at_once_and_not_thawed_by_maintain(vault) -> None:
+    assert FRESH in [n.path for n in search(vault, "See Hub fresh", log_access=False).results]
+    text = vault.store.read_text(FRESH).replace("status: \"distilled\"", "status: \"archived\"")
+    (vault.root / FRESH).write_text(text, encoding="utf-8")   # as a person would, in Obsidian
+    set_mtime(vault, FRESH, days_ago(10))
+    found = [n.path for n in search(vault, "See Hub fresh", log_access=False).results]
+    assert FRESH not in found
+    maintainer(vault).run(["decay"])                          # warm: scores above threshold
+    assert FRESH not in read_json(vault, "meta/archived.json")["thawed"]
+    assert FRESH not in [n.path for n in search(vault, "See Hub fresh", log_access=False).results]
+
+
+def test_archived_notes_links_keep_nothing_warm(vault) -> None:
+    maintainer(vault).run(["decay"])                          # archives OLD (links to HUB)
+    maintainer(vault).run(["decay"])
+    scores = read_json(vault, "meta/recency.json")["scores"]
+    assert scores[HUB] == pytest.approx(8 + math.log(3), rel=1e-5)   # ACTIVE, FRESH; not OLD

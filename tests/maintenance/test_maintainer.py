@@ -163,7 +163,7 @@ def test_run_maintainer_without_a_model_only_reports(vault) -> None:
 def test_maintain_drains_the_follow_up_queue_as_its_last_step(vault) -> None:
     """`maintain` (no model) runs queued auto-link L1 items and leaves split items waiting."""
     hub, leaf = "knowledge/hub/hub.md", "knowledge/leaf/leaf.md"
-    vault.store.write(leaf, knowledge("Leaf", "Every leaf hangs off the hub."))
+    vault.store.write(leaf, knowledge("Leaf", "Every leaf hangs off the Hub."))
     vault.refresh([leaf])
     vault.queue.enqueue("autolink", leaf, reason="test", payload={"level": "L1"}, source="test")
     vault.queue.enqueue("split", hub, reason="test", source="test")
@@ -179,7 +179,7 @@ def test_maintain_drains_the_follow_up_queue_as_its_last_step(vault) -> None:
     assert followups["found"]["waiting"] == 1 and leaf in followups["changed"]
     reopened = open_vault(vault.root, SETTINGS)
     try:
-        assert "[[hub]]" in reopened.store.read_text(leaf)
+        assert "[[hub|Hub]]" in reopened.store.read_text(leaf)
         assert [(i.kind, i.status) for i in reopened.queue.items()] == \
             [("autolink", "done"), ("split", "pending")]
         assert "maintain: followups" in reopened.store.read_text(

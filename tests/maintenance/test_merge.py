@@ -94,7 +94,8 @@ def test_a_confirmed_merge_keeps_every_link_and_retargets_every_inbound_one(vaul
     assert not vault.store.exists(B)
     fm, body = split_frontmatter(vault.store.read_text(A))[:2]
     assert fm["aliases"] == ["Large language models", "LLM"]
-    assert fm["merged_from"] == [B]
+    assert fm["merged_from"] == [{"path": B, "title": "Large language models",
+                                  "aliases": ["LLM"], "date": NOW.astimezone().date().isoformat()}]
     assert "## Large language models" in body and "Trained on a lot of text by" in body
     # No outbound link lost: B's links now leave from A (B -> A became A -> A).
     new_out = outbound(vault, A)

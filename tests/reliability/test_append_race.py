@@ -80,3 +80,29 @@ def test_an_in_place_rewrite_during_a_cas_write_wins_and_is_reported(tmp_path: P
     finally:
         store._atomic_write = original  # type: ignore[method-assign]
     assert (tmp_path / "n.md").read_text(encoding="utf-8") == "the person's version\n"
+
+
+def test_an_append_that_reaches_the_replaced_file_late_is_carried_over(tmp_path: Path) -> None:
+    """A writer that opened the file before our rename and writes after the grace period
+    (descheduled on a loaded machine) still gets its line into the note."""
+    store = FileStore(tmp_path)
+    store.write("log.md", "# Log\n")
+    text, stamp = store.read_stamped("log.md")
+    with open(tmp_path / "log.md", "a", encoding="utf-8") as late:  # opened before the rename
+        store.write_if_unchanged("log.md", text + "our line\n", stamp)
+        time.sleep(0.05)                                                # past the 3 ms grace
+        late.write("their late line\n")
+    store.late_appends.drain()
+    final = (tmp_path / "log.md").read_text(encoding="utf-8")
+    assert final == "# Log\nour line\ntheir late line\n"
+
+
+def test_a_late_append_after_a_second_write_lands_in_the_newest_file(tmp_path: Path) -> None:
+    store = FileStore(tmp_path)
+    store.write("log.md", "a\n")
+    with open(tmp_path / "log.md", "a", encoding="utf-8") as late:
+        store.cas_edit("log.md", lambda t: t + "b\n")
+        store.cas_edit("log.md", lambda t: t + "c\n")
+        late.write("late\n")
+    store.late_appends.drain()
+    assert (tmp_path / "log.md").read_text(encoding="utf-8") == "a\nb\nc\nlate\n"

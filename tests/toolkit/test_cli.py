@@ -50,7 +50,8 @@ def test_lint_command_reports_and_strict_fails(messy) -> None:
     code, out, _ = run(messy, "lint", "--json")
     data = json.loads(out)
     assert code == 0 and {k: v["count"] for k, v in data.items()} == {
-        "dangling": 2, "orphans": 1, "collisions": 1, "alias_links": 0, "schema": 1}
+        "dangling": 2, "orphans": 1, "collisions": 1, "alias_links": 0, "redirect_links": 0,
+        "schema": 1}
     code, out, _ = run(messy, "lint", "--strict")
     assert code == 1 and "== schema ==" in out
 
@@ -69,11 +70,25 @@ def test_every_tool_is_reachable_as_a_subcommand(vault) -> None:
                        '{"role": "method"}', "--json")
     assert [f["path"] for f in json.loads(out)["files"]] == ["knowledge/hybrid-search/hybrid-search.md"]
     code, out, _ = run(vault, "tool", "graph_traverse", "--seeds", BM25, "--direction", "in",
-                       "--no-exclude-archived")
+                       "--include-archived")
     assert code == 0 and "hop 1 (in)" in out
     code, out, _ = run(vault, "tool", "property_read", "--path", BM25, "--keys", "title",
                        "--keys", "role")
     assert code == 0 and "title: BM25" in out and "role: concept" in out
+
+
+def test_traverse_command_leaves_archived_notes_out_like_the_tool(vault) -> None:
+    daily = "daily/2026-11-28/search-tuning/search-tuning.md"
+    code, out, _ = run(vault, "traverse", BM25, "--direction", "in", "--json")
+    assert code == 0 and daily in json.loads(out)["nodes"]
+    text = (vault.root / daily).read_text(encoding="utf-8")
+    (vault.root / daily).write_text(text.replace("status: active", "status: archived"),
+                                    encoding="utf-8")   # a person archives it by hand
+    vault.refresh([daily])
+    for flags, shown in (((), False), (("--exclude-archived",), False),
+                         (("--include-archived",), True)):
+        code, out, _ = run(vault, "traverse", BM25, "--direction", "in", *flags, "--json")
+        assert code == 0 and (daily in json.loads(out)["nodes"]) is shown, flags
 
 
 def test_tool_help_shows_the_docstring_text(vault) -> None:

@@ -17,7 +17,7 @@ CONTRACT: dict[str, tuple[str, list[str], bool, bool]] = {
     "search": ("retrieve", ["query", "limit", "path_prefix", "layers", "include_archived",
                             "expand_depth", "top_chunks_per_path", "query_rewrite"], True, False),
     "graph_traverse": ("retrieve", ["seeds", "direction", "depth", "predicates",
-                                    "exclude_archived", "max_nodes"], True, False),
+                                    "include_archived", "max_nodes"], True, False),
     "list": ("read", ["folder", "recursive", "glob", "where", "limit"], True, False),
     "read": ("read", ["path", "start_line", "end_line"], True, False),
     "stat": ("read", ["path"], True, False),
@@ -38,12 +38,15 @@ CONTRACT: dict[str, tuple[str, list[str], bool, bool]] = {
     "daily_list": ("daily", ["start", "end", "status", "limit"], True, False),
     "daily_write": ("daily", ["slug", "body", "date", "title", "description", "tags",
                               "origin_session_id", "properties", "mode", "stamp"], False, False),
+    "daily_attach": ("daily", ["slug", "filename", "content", "description", "language", "date",
+                               "origin_session_id"], False, False),
     "daily_status": ("daily", ["path", "status", "stamp"], False, False),
     "lint_dangling": ("lint", ["folder"], True, False),
     "lint_orphans": ("lint", ["folder"], True, False),
     "lint_collisions": ("lint", ["folder"], True, False),
     "lint_schema": ("lint", ["folder"], True, False),
     "lint_alias_links": ("lint", ["folder"], True, False),
+    "lint_redirect_links": ("lint", ["folder"], True, False),
 }
 
 
@@ -113,7 +116,8 @@ def test_agentscope_flags_follow_the_table(vault) -> None:
 def test_groups_and_only_narrow_the_toolkit(vault) -> None:
     names = [s.name for s in select(groups=["retrieve", "lint"])]
     assert names == ["search", "graph_traverse", "lint_dangling", "lint_orphans",
-                     "lint_collisions", "lint_schema", "lint_alias_links"]
+                     "lint_collisions", "lint_schema", "lint_alias_links",
+                     "lint_redirect_links"]
     toolkit = build_toolkit(vault, only=["search", "read", "write"], tier="expert")
     got = [s["function"]["name"] for s in asyncio.run(toolkit.get_tool_schemas())]
     assert got == ["search", "read", "write"]
@@ -179,6 +183,8 @@ GOOD_CALLS: dict[str, tuple[dict, str]] = {
     "daily_read": ({"path": "daily/2026-11-28/search-tuning"}, "transcript.txt"),
     "daily_list": ({"status": "distilled"}, "refactor"),
     "daily_write": ({"slug": "new-day", "body": "hello", "date": "2026-12-03"}, "Created"),
+    "daily_attach": ({"slug": "search-tuning", "filename": "run.log", "content": "ok\n",
+                      "date": "2026-11-28"}, "Stored daily/2026-11-28/search-tuning/run.log"),
     "daily_status": ({"path": "daily/2026-11-29/refactor", "status": "archived"},
                      "distilled -> archived"),
     "lint_dangling": ({}, "No dangling links."),
@@ -186,6 +192,7 @@ GOOD_CALLS: dict[str, tuple[dict, str]] = {
     "lint_collisions": ({}, "No name collisions."),
     "lint_schema": ({}, "No notes with schema errors."),
     "lint_alias_links": ({}, "No links Obsidian does not resolve."),
+    "lint_redirect_links": ({}, "No links through a merge redirect."),
 }
 BAD_CALLS: dict[str, dict] = {
     "search": {"query": "   "},
@@ -209,12 +216,14 @@ BAD_CALLS: dict[str, dict] = {
     "daily_read": {"path": "knowledge/bm25"},
     "daily_list": {"start": "yesterday"},
     "daily_write": {"slug": "Bad Slug", "body": "x"},
+    "daily_attach": {"slug": "search-tuning", "filename": "../x", "content": "x", "date": "2026-11-28"},
     "daily_status": {"path": "daily/2026-11-29/refactor", "status": "active"},
     "lint_dangling": {"folder": "nowhere"},
     "lint_orphans": {"folder": "nowhere"},
     "lint_collisions": {"folder": "nowhere"},
     "lint_schema": {"folder": ["knowledge"]},
     "lint_alias_links": {"folder": "nowhere"},
+    "lint_redirect_links": {"folder": "nowhere"},
 }
 
 

@@ -78,3 +78,16 @@ def test_a_new_note_with_a_taken_name_rewrites_the_links_it_would_make_ambiguous
     write_note(vault, "people/Circuit breaker.md", body="A person called Circuit breaker.")
     assert "[[knowledge/Circuit breaker|the breaker]]" in text(vault, "notes/hub.md")
     assert lint_dangling(vault)["count"] == 0
+
+
+def test_a_new_note_whose_alias_takes_a_name_link_rewrites_that_link(make_vault) -> None:
+    """The create's check asks the index for links naming any of the new note's names: an
+    alias, not only the file name, can take a link over."""
+    vault = make_vault({**NOTES, "notes/ranking.md": "Ranking: [[Okapi BM25]] and [[bm25]].\n",
+                        "knowledge/okapi/okapi.md": "---\naliases: [Okapi BM25]\n---\n# Okapi\n"})
+    write_note(vault, "people/Okapi Jones.md", body="A person.",
+               frontmatter={"aliases": ["Okapi BM25"]})
+    after = text(vault, "notes/ranking.md")
+    assert "[[Okapi BM25]]" not in after and "[[okapi|Okapi BM25]]" in after
+    assert lint_dangling(vault)["count"] == 0
+    vault.close()

@@ -49,12 +49,17 @@ def test_traverse_out_in_and_both_with_predicates(vault) -> None:
     assert {e["predicate"] for e in bare["edges"]} == {None}
 
 
-def test_traverse_can_skip_archived_notes(vault) -> None:
+def test_traverse_leaves_archived_notes_out_unless_asked(vault) -> None:
     daily = "daily/2026-11-28/search-tuning/search-tuning.md"
+    assert daily in {e["source"] for e in graph_traverse(vault, [BM25], direction="in")["edges"]}
     property_update(vault, daily, {"status": "distilled"})
     property_update(vault, daily, {"status": "archived"})
-    got = graph_traverse(vault, [BM25], direction="in", exclude_archived=True)
-    assert daily not in {e["source"] for e in got["edges"]}
+    got = graph_traverse(vault, [BM25], direction="in")
+    assert daily not in {e["source"] for e in got["edges"]} and HYBRID in got["nodes"]
+    kept = graph_traverse(vault, [BM25], direction="in", include_archived=True)
+    assert daily in {e["source"] for e in kept["edges"]}
+    # a seed is walked from even when archived; its neighbours are live
+    assert BM25 in graph_traverse(vault, [daily])["nodes"]
 
 
 @pytest.mark.parametrize("kwargs,error", [

@@ -43,7 +43,7 @@ def test_synchronizer_writes_the_daily_note_through_the_ollama_wire(wire_vault,
                                                                {"temperature": 0.0})
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
     assert [t["function"]["name"] for t in body["tools"]] == ["daily_read", "daily_list",
-                                                              "daily_write"]
+                                                              "daily_write", "daily_attach"]
     assistant = [m for m in second.body["messages"] if m["role"] == "assistant"][-1]
     assert assistant["tool_calls"] == [{"function": {"name": "daily_write",
                                                      "arguments": SYNC_ARGS}}]

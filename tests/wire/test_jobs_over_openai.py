@@ -57,7 +57,7 @@ def test_synchronizer_writes_the_daily_note_through_the_openai_wire(wire_vault,
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
     assert "[user] Let's rotate the JWT keys" in content_text(body["messages"][1])
     assert [t["function"]["name"] for t in body["tools"]] == ["daily_read", "daily_list",
-                                                              "daily_write"]
+                                                              "daily_write", "daily_attach"]
     # the answer went back as an assistant tool call and a `tool` message with its id
     assert [m["role"] for m in second.body["messages"]] == ["system", "user", "assistant",
                                                             "tool"]
@@ -67,6 +67,26 @@ def test_synchronizer_writes_the_daily_note_through_the_openai_wire(wire_vault,
     assert json.loads(sent["function"]["arguments"]) == SYNC_ARGS
     (back,) = tool_messages(second.body)
     assert back["tool_call_id"] == "call_1" and back["content"].startswith(f"Created {NEW}")
+
+
+@STREAMING
+def test_synchronizer_stores_a_long_output_beside_the_note_over_the_wire(wire_vault,
+                                                                        stream: bool) -> None:
+    log = "".join(f"token {i}: verified with the {'old' if i % 2 else 'new'} key\n"
+                  for i in range(60))
+    attach = {"slug": "dual-key-rollout", "filename": "verify.log", "content": log,
+              "description": "Verifier run over 60 tokens"}
+    with ScriptedLLMServer([[call("daily_write", **SYNC_ARGS)], [call("daily_attach", **attach)],
+                            "Wrote the note and its log."]) as server:
+        vault = wire_vault(server, stream=stream)
+        result = run_synchronizer(vault, CHAT, today=TODAY, session_id="s-42")
+
+    material = NEW.rsplit("/", 1)[0] + "/verify.log"
+    assert result.ok and result.created == [NEW, material]
+    assert (vault.root / material).read_text(encoding="utf-8") == log  # streamed, cut, joined
+    assert "- [[verify.log]] — Verifier run over 60 tokens" in text_of(vault, NEW)
+    back = tool_messages(server.requests[2].body)[-1]
+    assert back["content"].startswith(f"Stored {material}")
 
 
 @STREAMING

@@ -179,7 +179,7 @@ def test_we_capture_every_tool_each_face_sends(sent) -> None:
     assert sorted(t["function"]["name"] for t in sent["lazy"]) == sorted(
         ["reset_tools", *(s.name for s in TOOLS)])
     assert {t["function"]["name"] for t in sent["synchronizer"]} == {"daily_read", "daily_list",
-                                                                    "daily_write"}
+                                                                    "daily_write", "daily_attach"}
     assert "write" in {t["function"]["name"] for t in sent["distiller"]}
 
 

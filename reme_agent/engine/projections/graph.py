@@ -175,13 +175,15 @@ class GraphProjection:
                 (s, p) for s in sorted(adj) for p in sorted(adj[s]["predicates"], key=_pred_key)
             ]
 
-    def in_degree(self, path: str) -> int:
-        """Distinct notes linking here, not counting self-links or dangling sources."""
+    def in_degree(self, path: str, skip: Collection[str] = ()) -> int:
+        """Distinct notes linking here, not counting self-links, dangling sources or the
+        sources in `skip` (whose links a caller suspends)."""
         with self._lock:
             if path not in self._g:
                 return 0
             nodes = self._g.nodes
-            return sum(1 for s in self._g.pred[path] if s != path and not nodes[s].get("dangling"))
+            return sum(1 for s in self._g.pred[path]
+                       if s != path and not nodes[s].get("dangling") and s not in skip)
 
     def dangling_edges(self) -> list[tuple[str, str, str | None]]:
         """(source, raw target, predicate) for every link to a node without a file."""

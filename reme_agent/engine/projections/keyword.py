@@ -32,7 +32,7 @@ import numpy as np
 
 from reme_agent.engine.tokenize import tokenize
 
-__all__ = ["KeywordProjection"]
+__all__ = ["KeywordProjection", "QueryScores"]
 
 _TF_BITS = 16
 _SLOT_BITS = 24
@@ -70,6 +70,8 @@ class KeywordProjection:
         self._reset()
 
     def _reset(self) -> None:
+        # bumped by every write: a QueryScores taken before a write recomputes its scores
+        self._version = getattr(self, "_version", 0) + 1
         # terms
         self._tid: dict[str, int] = {}
         self._terms: list[str | None] = []
@@ -88,6 +90,12 @@ class KeywordProjection:
         self._total_len = 0
         # cached idf (per term id), None when a write made it stale
         self._idf: np.ndarray | None = None
+        # the last query's dense scores, keyed by (its terms, _version)
+        self._dense_memo: tuple[tuple[tuple[str, ...], int],
+                                tuple[np.ndarray, np.ndarray]] | None = None
+        # the last query's coverage weights, keyed by (its terms, _version)
+        self._coverage_memo: tuple[tuple[tuple[str, ...], int],
+                                   tuple[float, dict[int, float]]] | None = None
 
     # --- writes -----------------------------------------------------------------------------
 
@@ -136,6 +144,7 @@ class KeywordProjection:
         return tid
 
     def _add(self, doc_id: str, tokens: list[str]) -> None:
+        self._version += 1
         if doc_id in self._slot:
             self._remove(doc_id)
         if self._free_slots:
@@ -176,6 +185,7 @@ class KeywordProjection:
         slot = self._slot.pop(doc_id, None)
         if slot is None:
             return
+        self._version += 1
         tids = self._doc_tids[slot]
         self._doc_tids[slot] = None
         self._doc_tfs[slot] = None
@@ -239,6 +249,16 @@ class KeywordProjection:
         tens of thousands of blocks, and building Python objects for them was half of a
         search (PERF-5). Free slots score 0.
         """
+        key = (tuple(tokens), self._version)
+        if self._dense_memo is not None and self._dense_memo[0] == key:
+            return self._dense_memo[1]   # a search scores the same terms for its phrase too
+        out = self._dense_uncached(tokens)
+        for part in out:
+            part.flags.writeable = False   # shared by the memo
+        self._dense_memo = (key, out)
+        return out
+
+    def _dense_uncached(self, tokens: list[str]) -> tuple[np.ndarray, np.ndarray]:
         n_slots = len(self._ids)
         none = np.zeros(0, dtype=np.int64)
         if not self._slot:
@@ -325,6 +345,17 @@ class KeywordProjection:
             extra = {d: float(dense[s]) for d in also if (s := slot_of.get(d)) is not None}
             return self._ranked(dense, matched, k, allowed), extra
 
+    def query_scores(self, tokens: list[str]) -> QueryScores:
+        """The BM25 scores of one query, kept for a top-k now and lookups later.
+
+        Recall asks for the top-k before the vector side has answered, then for the scores
+        of the vector side's candidates: one scoring pass serves both, and a write in
+        between makes the lookup score again on the new index (as `top(also=...)` would).
+        """
+        with self._lock:
+            dense, matched = self._dense(tokens)
+            return QueryScores(self, list(tokens), dense, matched, self._version)
+
     def coverage(self, tokens: list[str], doc_ids: Iterable[str],
                  also_held: Iterable[str] = ()) -> dict[str, float]:
         """Share of the query's distinct terms, weighted by idf, that each document holds.
@@ -339,13 +370,7 @@ class KeywordProjection:
         with self._lock:
             if not uniq:
                 return {d: 0.0 for d in doc_ids}
-            n_docs = float(len(self._slot))
-            tids = [self._tid.get(t) for t in uniq]
-            df = np.array([self._df[t] if t is not None else 0 for t in tids], dtype=np.float64)
-            weights = np.log1p((n_docs - df + 0.5) / (df + 0.5))
-            total = float(weights.sum())
-            weight_of = {t: w for t, w in zip(tids, weights.tolist(), strict=True)
-                         if t is not None}
+            total, weight_of = self._coverage_weights(uniq)
             extra = {self._tid.get(t) for t in also_held} & weight_of.keys()
             out: dict[str, float] = {}
             for doc in doc_ids:
@@ -357,6 +382,24 @@ class KeywordProjection:
                 have = (set(held.tolist()) & weight_of.keys() if held is not None else set())
                 out[doc] = sum(weight_of[t] for t in have | extra) / total
             return out
+
+    def _coverage_weights(self, uniq: list[str]) -> tuple[float, dict[int, float]]:
+        """(total weight, term id -> weight) of a query's distinct terms, as `coverage`
+        weighs them. Recall asks `coverage` for several notes of one query in a row (the
+        relevance floor, the snippets): the weights of the last query are kept until the
+        index changes."""
+        key = (tuple(uniq), self._version)
+        if self._coverage_memo is not None and self._coverage_memo[0] == key:
+            return self._coverage_memo[1]
+        n_docs = float(len(self._slot))
+        tids = [self._tid.get(t) for t in uniq]
+        df = np.array([self._df[t] if t is not None else 0 for t in tids], dtype=np.float64)
+        weights = np.log1p((n_docs - df + 0.5) / (df + 0.5))
+        total = float(weights.sum())
+        weight_of = {t: w for t, w in zip(tids, weights.tolist(), strict=True)
+                     if t is not None}
+        self._coverage_memo = (key, (total, weight_of))
+        return total, weight_of
 
     def containing_all(self, tokens: list[str], k: int) -> list[str]:
         """Up to ``k`` documents holding every distinct term of ``tokens``, best BM25 first:
@@ -504,3 +547,38 @@ class KeywordProjection:
             self._doc_tids = list(np.split(tids32, cuts)) if n_docs else []
             self._doc_tfs = list(np.split(tfs32, cuts)) if n_docs else []
             self._total_len = int(dl.sum())
+
+
+class QueryScores:
+    """BM25 scores of one query over the whole index (see `KeywordProjection.query_scores`)."""
+
+    def __init__(self, index: KeywordProjection, tokens: list[str], dense: np.ndarray,
+                 matched: np.ndarray, version: int) -> None:
+        self._index = index
+        self._tokens = tokens
+        self._dense = dense
+        self._matched = matched
+        self._version = version
+
+    def _fresh(self) -> None:
+        """Score again if the index changed since (call under the index lock)."""
+        index = self._index
+        if index._version != self._version:
+            self._dense, self._matched = index._dense(self._tokens)
+            self._version = index._version
+
+    def top(self, k: int, allowed: Callable[[str], bool] | None = None
+            ) -> list[tuple[str, float]]:
+        """Top-``k`` allowed documents sharing a term with the query, as ``top`` returns."""
+        index = self._index
+        with index._lock:
+            self._fresh()
+            return index._ranked(self._dense, self._matched, k, allowed)
+
+    def of(self, doc_ids: Iterable[str]) -> dict[str, float]:
+        """Scores of these documents (unknown ids are left out; others score 0)."""
+        index = self._index
+        with index._lock:
+            self._fresh()
+            dense, slot_of = self._dense, index._slot
+            return {d: float(dense[s]) for d in doc_ids if (s := slot_of.get(d)) is not None}

@@ -54,6 +54,7 @@ import numpy as np
 
 from reme_agent.engine.embedders import Embedder, make_embedder
 from reme_agent.engine.locks import flock_until
+from reme_agent.engine.projections.vector_cache import DEFAULT_CACHE_BYTES, VectorCache
 from reme_agent.errors import BackendError, ConfigError, ReMeError
 
 __all__ = ["EF_NAME", "STORE_LOCK_TIMEOUT", "VectorProjection", "http_client"]
@@ -331,8 +332,11 @@ class VectorProjection:
         vault_id: str | None = None,
         rebuild_if_corrupt: bool = False,
         current_name: Callable[[], str | None] | None = None,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
         self.embedder = embedder
+        # stored vectors by block id, for recall's keyword-only candidates (vector_cache.py)
+        self.cache = VectorCache(cache_bytes)
         self.base_name = f"{prefix}-{embedder.id}"
         self.current_name = current_name
         published = current_name() if current_name is not None else None
@@ -510,6 +514,7 @@ class VectorProjection:
 
     def _attach(self, client: Any) -> None:
         """Use ``client``: read its batch limit and open our collection in it."""
+        self.cache.clear()
         self._client = client
         try:
             with self._backend("get_max_batch_size"):
@@ -731,6 +736,7 @@ class VectorProjection:
     def delete(self, ids: Sequence[str]) -> None:
         """Delete by id (unknown ids are ignored), in batches under chroma's limit."""
         ids = list(dict.fromkeys(ids))
+        self.cache.discard(ids)
         with self._lock:
             for s in range(0, len(ids), self._max_batch):
                 self._call("delete", ids=ids[s : s + self._max_batch])
@@ -748,6 +754,7 @@ class VectorProjection:
         with self._lock, self._store_turn():
             with self._backend("reset"), suppress(NotFoundError, ValueError):
                 self._client.delete_collection(self.name)
+            self.cache.clear()
             self._col = self._open()
 
     # --- generations (full rebuilds) ---------------------------------------------------------
@@ -775,6 +782,7 @@ class VectorProjection:
                         self._cond.wait()
                     self._reopening = True
                 try:
+                    self.cache.clear()
                     self._col = self._open_published()
                 finally:
                     with self._cond:
@@ -809,6 +817,7 @@ class VectorProjection:
         with self._lock:
             old, self.name = self.name, name
             try:
+                self.cache.clear()
                 self._col = self._open()
             except BaseException:
                 self.name = old
@@ -860,17 +869,20 @@ class VectorProjection:
         """Stored vectors by id (float32, L2-normalised); unknown ids are left out.
 
         Lets recall score keyword-only candidates against the query without re-embedding.
+        Vectors this process read before come from `cache` (`vector_cache.py`), the rest
+        from chroma (then cached). Treat them as read-only.
         """
-        out: dict[str, np.ndarray] = {}
-        ids = list(dict.fromkeys(ids))
+        out, ids = self.cache.get_many(dict.fromkeys(ids))
         for s in range(0, len(ids), self._max_batch):
             got = self._call("get", ids=ids[s : s + self._max_batch],
                              include=["embeddings"])
             vecs = got.get("embeddings")
             if vecs is None:
                 continue
-            for i, v in zip(got.get("ids") or [], vecs, strict=True):
-                out[i] = np.asarray(v, dtype=np.float32)
+            fetched = {i: np.asarray(v, dtype=np.float32)
+                       for i, v in zip(got.get("ids") or [], vecs, strict=True)}
+            self.cache.put_many(fetched, fetched.values())
+            out.update(fetched)
         return out
 
     def ids(self) -> set[str]:
