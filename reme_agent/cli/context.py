@@ -110,3 +110,7 @@ json_option = click.option(*_JSON[0], **_JSON[1])
 no_progress_option = click.option(
     "--no-progress", is_flag=True,
     help="No progress bar (bars show on a terminal only, never with --json).")
+warm_option = click.option(
+    "--warm/--no-warm", default=True, show_default=True,
+    help="Answer `reme-agent search` and `hook` of other processes from this one (a Unix "
+         "socket in the vault's internal folder, this user only).")

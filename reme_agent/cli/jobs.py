@@ -128,14 +128,41 @@ def hook_cmd(c: Ctx, name: str, mode: str) -> None:
     try:
         event = parse_event("" if sys.stdin.isatty() else sys.stdin.read())  # no pipe: {}
         root = vault_for(event, c.vault_arg or os.environ.get("REME_VAULT"))
-        v = open_vault(root, load_settings(c.configs, vault=root))
-        try:
-            kwargs: dict[str, Any] = {} if name == "stop" else {"mode": mode}
-            report = run_hook(name, v, event, **kwargs)
-        finally:
-            v.close()
+        answer = _warm_hook(c, name, mode, event, root)
+        if answer is not None:   # a warm process ran it (cli/warm.py)
+            if not answer["ok"]:
+                _hook_error(name, answer.get("type") or "Error", answer["error"])
+                return
+            report = answer["data"]
+        else:
+            v = open_vault(root, load_settings(c.configs, vault=root))
+            try:
+                kwargs: dict[str, Any] = {} if name == "stop" else {"mode": mode}
+                report = run_hook(name, v, event, **kwargs)
+            finally:
+                v.close()
     except Exception as exc:  # never fail or block the host: one line on stderr, exit 0
-        one_line = " ".join(str(exc).split())
-        click.echo(f"Error: reme-agent hook {name}: {type(exc).__name__}: {one_line}", err=True)
+        _hook_error(name, type(exc).__name__, str(exc))
         return
     click.echo(json.dumps(report, ensure_ascii=False, default=str))
+
+
+def _hook_error(name: str, kind: str, message: str) -> None:
+    one_line = " ".join(message.split())
+    click.echo(f"Error: reme-agent hook {name}: {kind}: {one_line}", err=True)
+
+
+def _warm_hook(c: Ctx, name: str, mode: str, event: Any, root: Path) -> dict[str, Any] | None:
+    """Run the hook in the vault's warm process if one serves it with the same settings.
+
+    Paths in the event are made absolute here (the warm process has another working
+    directory), which changes no file they name."""
+    from reme_agent.cli.warm import HOOK_TIMEOUT, ask
+
+    data = event.model_dump(mode="json", exclude_none=True)
+    if data.get("cwd"):
+        data["cwd"] = os.path.abspath(data["cwd"])
+    elif data.get("transcript_path"):
+        data["transcript_path"] = os.path.abspath(os.path.expanduser(data["transcript_path"]))
+    return ask(root, "hook", {"name": name, "mode": mode, "event": data}, c.configs,
+               answer_timeout=HOOK_TIMEOUT)

@@ -36,6 +36,7 @@ from reme_agent.cli import (
     maintain,
     mcp,
     search,
+    serve,
     tools,
     vault_cmds,
     worker,
@@ -85,8 +86,8 @@ COMMANDS: tuple[click.Command, ...] = (
     jobs.sync_cmd, jobs.distill_cmd, jobs.hook_cmd,
     # maintenance, auto-link and the follow-up queue
     maintain.maintain, autolink.autolink, worker.worker,
-    # serving, and the expert tier's subagents for hosts
-    mcp.mcp, export.export_agents,
+    # serving (MCP; the warm process for search and hooks), and subagents for hosts
+    mcp.mcp, serve.serve, export.export_agents,
     # measuring (need the source checkout)
     bench.bench, evals.eval_cmd,
 )

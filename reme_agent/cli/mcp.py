@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from reme_agent.cli.context import Ctx, common
+from reme_agent.cli.context import Ctx, common, warm_option
 
 
 @click.command("mcp")
@@ -16,8 +16,11 @@ from reme_agent.cli.context import Ctx, common
 @click.option("--port", default=8765, show_default=True, help="HTTP port.")
 @click.option("--token-env", default=None, metavar="NAME",
               help="Environment variable holding the bearer token (required off loopback).")
-def mcp(c: Ctx, tier: str, transport: str, host: str, port: int, token_env: str | None) -> None:
-    """Serve the vault's tools over MCP.
+@warm_option
+def mcp(c: Ctx, tier: str, transport: str, host: str, port: int, token_env: str | None,
+        warm: bool) -> None:
+    """Serve the vault's tools over MCP (and, while it runs, `reme-agent search` and `hook`
+    of other processes: see `reme-agent serve`).
 
     \b
     Example:
@@ -28,8 +31,13 @@ def mcp(c: Ctx, tier: str, transport: str, host: str, port: int, token_env: str 
 
     if transport == "http":
         resolve_token(host, token_env)  # fail fast, before loading the vault
+    from reme_agent.cli.warm import start_server
+
     v = c.open()
+    server = start_server(v, c.configs) if warm else None  # stdout is the MCP channel
     try:
         serve(v, tier, "stdio" if transport == "stdio" else "http", host, port, token_env)
     finally:
+        if server is not None:
+            server.close()
         v.close()

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from reme_agent.cli.context import Ctx, common, no_progress_option
+from reme_agent.cli.context import Ctx, common, no_progress_option, warm_option
 
 if TYPE_CHECKING:
     from reme_agent.vault import Vault
@@ -120,22 +120,29 @@ def index(c: Ctx, full: bool, no_progress: bool) -> None:
 @click.option("--seconds", default=0.0, help="Stop after this many seconds (0 = until Ctrl-C).")
 @click.option("--worker", "with_worker", is_flag=True,
               help="Also run the follow-up queue (auto-link L1; split with a model) on a thread.")
-def watch(c: Ctx, debounce: float, seconds: float, with_worker: bool) -> None:
+@warm_option
+def watch(c: Ctx, debounce: float, seconds: float, with_worker: bool, warm: bool) -> None:
     """Re-index whenever files in the vault change (edits in any editor show up in search).
 
     A knowledge note grown past the split threshold is queued for a split (and noted in
-    today's health report); --worker runs the queued follow-up jobs as they come.
+    today's health report); --worker runs the queued follow-up jobs as they come. While it
+    runs, `reme-agent search` and `hook` in other processes are answered by this one
+    (`--no-warm` to stop that; see `reme-agent serve`).
 
     \b
     Example:
       reme-agent watch --vault ./vault
       reme-agent watch --vault ./vault --worker
     """
+    from reme_agent.cli.warm import start_server
     from reme_agent.engine.watcher import VaultWatcher
 
     v = c.open()
+    server = None
     try:
         first = v.index()
+        if warm:
+            server = start_server(v, c.configs, echo=lambda m: click.echo(m, err=True))
         queue_overloaded(v, first.changed_files, "watch")
         worker = None
         if with_worker:
@@ -167,6 +174,8 @@ def watch(c: Ctx, debounce: float, seconds: float, with_worker: bool) -> None:
             except KeyboardInterrupt:
                 pass
     finally:
+        if server is not None:
+            server.close()
         v.close()  # writes the cold-open snapshot the path-limited runs postponed
 
 

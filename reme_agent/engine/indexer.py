@@ -28,6 +28,7 @@ from reme_agent.engine.links import Link, LinkResolver, name_key
 from reme_agent.engine.locks import flock_until
 from reme_agent.engine.names import link_names, note_title, resolver_over
 from reme_agent.engine.parser import parse_note
+from reme_agent.engine.pipeline import EmbedPipeline, Mode
 from reme_agent.engine.progress import SILENT, Progress, auto
 from reme_agent.engine.projections.graph import GraphProjection
 from reme_agent.engine.projections.keyword import KeywordProjection
@@ -115,7 +116,8 @@ class Indexer:
                  keyword: KeywordProjection, graph: GraphProjection, *,
                  extensions: Iterable[str] = (".md", ".markdown", ".txt"),
                  max_file_bytes: int = 8_000_000, progress: bool = True,
-                 lock_timeout: float = 120.0) -> None:
+                 lock_timeout: float = 120.0, embed_mode: Mode = "auto",
+                 pipeline_start_after: int = 512) -> None:
         self.store = store
         self.state = state
         self.vector = vector
@@ -126,6 +128,9 @@ class Indexer:
         self.progress = progress  # the default for whole-vault runs (bars only on a TTY)
         self._bars: Progress = SILENT
         self.lock_timeout = lock_timeout
+        self.embed_mode: Mode = embed_mode   # engine/pipeline.py: where bulk embedding runs
+        self.pipeline_start_after = pipeline_start_after
+        self.last_embed_mode = ""            # "process", "thread" or "inline": the last run's
         self._lock = _FileLock(store.internal / "index.lock", lock_timeout)
         self._resolver: LinkResolver | None = None
         self._by_key: dict[str, set[str]] | None = None   # see _update_graph
@@ -329,7 +334,35 @@ class Indexer:
         wanted = set(scan)
         gone = [p for p in known if p not in wanted]
 
-        pending: list[tuple[str, str, dict[str, Any]]] = []   # (id, document, metadata)
+        # New blocks are embedded while the next files are read (engine/pipeline.py); a
+        # path-limited run (a tool's write) embeds its few blocks inline at the end.
+        pending = EmbedPipeline(self.vector, batch_size=self.vector.batch_size,
+                                mode="inline" if only is not None else self.embed_mode,
+                                start_after=self.pipeline_start_after)
+        try:
+            self._read_and_link(scan, known, full, only, report, gone, pending)
+        except BaseException:
+            pending.abort()
+            raise
+        report.embedded = self._embed(pending)
+        self.last_embed_mode = pending.started or "inline"
+        if full:
+            self.state.prune_orphan_blocks()
+            report.files, report.blocks = self.state.counts()
+            return report
+        dirty = self.state.get_meta("vectors_dirty") == "1"
+        report.embedded += self._repair_vectors(only is None or dirty)
+        if dirty:
+            self.state.set_meta("vectors_dirty", "0")
+        report.files, report.blocks = self.state.counts()
+        return report
+
+    def _read_and_link(self, scan: dict[str, tuple[int, int]],
+                       known: dict[str, tuple[int, int, str]], full: bool,
+                       only: list[str] | None, report: IndexReport, gone: list[str],
+                       pending: EmbedPipeline) -> None:
+        """Read the scanned files (their new blocks go to `pending`), drop the vanished
+        ones, bring the graph in step."""
         changed_rows: dict[str, FileRow] = {}
         old_rows: dict[str, FileRow | None] = {}
         bar = self._bars("reading", len(scan), "file")
@@ -360,18 +393,6 @@ class Indexer:
                                            if not p.lower().endswith(self.extensions)]
         self._update_graph(old_rows, changed_rows, gone, uploads)
 
-        report.embedded = self._embed(pending)
-        if full:
-            self.state.prune_orphan_blocks()
-            report.files, report.blocks = self.state.counts()
-            return report
-        dirty = self.state.get_meta("vectors_dirty") == "1"
-        report.embedded += self._repair_vectors(only is None or dirty)
-        if dirty:
-            self.state.set_meta("vectors_dirty", "0")
-        report.files, report.blocks = self.state.counts()
-        return report
-
     def _run_full(self) -> IndexReport:
         """Rebuild every projection from the files without dropping what readers use (G1).
 
@@ -401,7 +422,7 @@ class Indexer:
 
     def _read_one(self, path: str, size: int, mtime_ns: int,
                   known: dict[str, tuple[int, int, str]], full: bool, report: IndexReport,
-                  gone: list[str], pending: list[tuple[str, str, dict[str, Any]]],
+                  gone: list[str], pending: EmbedPipeline,
                   changed_rows: dict[str, FileRow], old_rows: dict[str, FileRow | None]) -> None:
         """One scanned file: skip it if unchanged, else re-parse it and queue new blocks."""
         seen = known.get(path)
@@ -437,7 +458,7 @@ class Indexer:
         for b in blocks:
             self.block_paths[b.id] = path
             if b.id not in old_ids:
-                pending.append((b.id, docs[b.id], {"path": path}))
+                pending.add(b.id, docs[b.id], {"path": path})
                 b.tokens = self.keyword.add(b.id, docs[b.id])
             else:
                 b.tokens = self.keyword.tokens_of(b.id) or self.keyword.add(b.id, docs[b.id])
@@ -498,15 +519,9 @@ class Indexer:
                       str(note.error) if note.error else None, time.time())
         return row, blocks, docs
 
-    def _embed(self, pending: list[tuple[str, str, dict[str, Any]]]) -> int:
-        if not pending:
-            return 0
-        bar = self._bars("embedding", len(pending), "block")
-        try:
-            return self.vector.upsert([p[0] for p in pending], [p[1] for p in pending],
-                                      [p[2] for p in pending], progress=bar.update)
-        finally:
-            bar.close()
+    def _embed(self, pending: EmbedPipeline) -> int:
+        """Finish the pipeline's embedding; the "embedding" bar counts the blocks it has left."""
+        return pending.finish(lambda left: self._bars("embedding", left, "block"))
 
     def _repair_vectors(self, check: bool) -> int:
         """Re-embed blocks the vector store lost (deleted/corrupt index, new embedder, a
@@ -527,11 +542,11 @@ class Indexer:
         log.warning("vector store is missing %d blocks; re-embedding them", len(missing))
         rows = self.state.blocks_by_id(missing)
         titles = {path: note_title(path, r.frontmatter, "") for path, r in self.state.files().items()}
-        pending = []
+        pending = EmbedPipeline(self.vector, batch_size=self.vector.batch_size, mode="inline")
         for bid in missing:
             row = rows[bid]
-            doc = block_document(titles.get(row.path, ""), row.text)
-            pending.append((bid, doc, {"path": row.path}))
+            pending.add(bid, block_document(titles.get(row.path, ""), row.text),
+                        {"path": row.path})
         return self._embed(pending)
 
     # -- graph -------------------------------------------------------------------------

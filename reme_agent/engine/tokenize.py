@@ -31,6 +31,8 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from reme_agent.engine.imports import without_pkg_resources
+
 __all__ = ["STOPWORDS", "stem", "tokenize", "warm_up"]
 
 # --- stopwords ------------------------------------------------------------------------------
@@ -186,7 +188,7 @@ def _load() -> Callable[..., list[str]]:
     global _lcut
     with _lock:
         if _lcut is None:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), without_pkg_resources():  # G6: ~0.1 s
                 warnings.filterwarnings(
                     "ignore", message=".*pkg_resources is deprecated.*", category=UserWarning
                 )

@@ -7,13 +7,25 @@ This package imports no agentscope at import time, so `reme-agent --help` stays 
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
-
-from reme_agent.toolkit.registry import GROUPS, TOOLS, ToolSpec, get_tool, select
-from reme_agent.toolkit.results import ToolResult
 
 if TYPE_CHECKING:
     from agentscope.tool import Toolkit
+
+    from reme_agent.toolkit.registry import GROUPS, TOOLS, ToolSpec, get_tool, select
+    from reme_agent.toolkit.results import ToolResult
+
+# Imported on first use, so that `import reme_agent.toolkit.retrieve` (a search from the
+# command line) does not load every tool module with the registry (G6 cold start).
+_LAZY = {"GROUPS": "registry", "TOOLS": "registry", "ToolSpec": "registry",
+         "get_tool": "registry", "select": "registry", "ToolResult": "results"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"reme_agent.toolkit.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'reme_agent.toolkit' has no attribute {name!r}")
 
 __all__ = ["GROUPS", "TOOLS", "ToolResult", "ToolSpec", "build_toolkit", "get_tool", "select"]
 

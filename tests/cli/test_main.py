@@ -15,7 +15,7 @@ from reme_agent.cli import COMMANDS, cli, main
 
 CLI_PKG = Path(__file__).resolve().parents[2] / "reme_agent" / "cli"
 EVERY_COMMAND = ["autolink", "bench", "config", "demo", "distill", "eval", "export-agents",
-                 "hook", "index", "init", "lint", "maintain", "mcp", "read", "search", "sync",
+                 "hook", "index", "init", "lint", "maintain", "mcp", "read", "search", "serve", "sync",
                  "tool", "tools", "traverse", "watch", "worker"]
 
 

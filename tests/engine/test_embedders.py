@@ -5,16 +5,19 @@ from __future__ import annotations
 import importlib.util
 import logging
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from reme_agent.config import Settings, load_settings
 from reme_agent.engine.embedders import (
     E5Embedder,
     Embedder,
     HashEmbedder,
     UseEmbedder,
     make_embedder,
+    resolve_threads,
 )
 from reme_agent.errors import ConfigError
 
@@ -120,3 +123,92 @@ def test_e5_without_extra_says_how_to_install() -> None:
         make_embedder("e5")
     with pytest.raises(ConfigError):
         E5Embedder()
+
+
+# -- threads (G6) ----------------------------------------------------------------------------
+
+
+def test_auto_threads_give_a_query_one_thread_and_bulk_the_idle_cores_minus_one() -> None:
+    assert resolve_threads("auto", "query", cpus=16, load=0.0) == 1
+    assert resolve_threads("auto", "bulk", cpus=2, load=0.0) == 1     # never 2 on 2 cores
+    assert resolve_threads("auto", "bulk", cpus=2, load=5.0) == 1
+    assert resolve_threads("auto", "bulk", cpus=4, load=0.2) == 2     # 3 idle, one for parsing
+    assert resolve_threads("auto", "bulk", cpus=8, load=6.5) == 1     # a busy machine
+    assert resolve_threads("auto", "bulk", cpus=32, load=0.0) == 4    # capped
+    assert resolve_threads(3, "query") == 3 and resolve_threads(3, "bulk") == 3
+    with pytest.raises(ConfigError):
+        resolve_threads(0, "bulk")
+
+
+def test_threads_setting_accepts_a_number_or_auto() -> None:
+    assert Settings().embedder.threads == "auto"
+    assert load_settings(environ={"REME_EMBEDDER__THREADS": "2"}).embedder.threads == 2
+    with pytest.raises(ConfigError):
+        load_settings(environ={"REME_EMBEDDER__THREADS": "many"})
+    with pytest.raises(ConfigError):
+        load_settings(overrides={"embedder": {"threads": 0}})
+
+
+def test_use_runs_a_query_on_one_blas_thread_and_bulk_on_the_setting(
+        use: UseEmbedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    from threadpoolctl import threadpool_info
+
+    seen: list[int] = []
+    backend = use._model._backend
+    real = backend._encode
+
+    def spy(texts: list[str]) -> np.ndarray:
+        seen.append(max(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"))
+        return real(texts)
+
+    monkeypatch.setattr(backend, "_encode", spy)
+    monkeypatch.setattr(use, "threads", 2)
+    use.embed_documents(["one", "two"])
+    monkeypatch.setattr(use, "threads", "auto")
+    use.embed_query("three")
+    assert seen == [2, 1]
+
+
+# -- the decoded model cache (G6 cold start) ------------------------------------------------
+
+
+def test_use_cache_is_built_once_then_gives_the_same_vectors(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REME_CACHE_DIR", str(tmp_path / "cache"))
+    reference = UseEmbedder(use_cache=False).embed_documents(TEXTS)
+    first = UseEmbedder()
+    assert np.array_equal(first.embed_documents(TEXTS), reference)
+    [folder] = list((tmp_path / "cache").iterdir())
+    assert sorted(p.name for p in folder.iterdir()) == ["model.npz", "probe.npy", "table.npy"]
+    second = UseEmbedder()
+    second.load()
+    assert isinstance(second._model._backend.table, np.memmap)  # read from the cache
+    assert np.array_equal(second.embed_documents(TEXTS), reference)
+    assert np.array_equal(second.embed_query(TEXTS[1]), UseEmbedder(use_cache=False)
+                          .embed_query(TEXTS[1]))
+
+
+def test_a_damaged_use_cache_is_ignored_with_a_warning(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setenv("REME_CACHE_DIR", str(tmp_path / "cache"))
+    reference = UseEmbedder(use_cache=False).embed_documents(TEXTS)
+    UseEmbedder().load()
+    [folder] = list((tmp_path / "cache").iterdir())
+    table = np.load(folder / "table.npy")
+    table[:] = 7                                 # every row wrong: the probes must notice
+    np.save(folder / "table.npy", table)
+    with caplog.at_level(logging.WARNING, logger="reme_agent.engine.use_cache"):
+        emb = UseEmbedder()
+        got = emb.embed_documents(TEXTS)
+    assert np.array_equal(got, reference)
+    assert any("probe" in r.getMessage() for r in caplog.records)
+
+
+def test_an_unwritable_cache_folder_still_embeds(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("REME_CACHE_DIR", str(blocker / "cache"))
+    emb = UseEmbedder()
+    assert np.array_equal(emb.embed_documents(TEXTS[:2]),
+                          UseEmbedder(use_cache=False).embed_documents(TEXTS[:2]))

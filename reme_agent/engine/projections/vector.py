@@ -83,7 +83,10 @@ HTTP_DOWN_SECONDS = 30.0
 def _chromadb() -> Any:
     """Import chromadb quietly and lazily (telemetry off before the import)."""
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
-    import chromadb
+    from reme_agent.engine.imports import unchecked_overrides
+
+    with unchecked_overrides():  # G6: skips chromadb's own import-time signature checks
+        import chromadb
 
     return chromadb
 
@@ -715,6 +718,20 @@ class VectorProjection:
             if buf_ids:
                 self._write(buf_ids, np.concatenate(buf_vecs), buf_docs, buf_meta)
         return n
+
+    def upsert_vectors(self, ids: Sequence[str], vecs: np.ndarray, texts: Sequence[str],
+                       metadatas: Sequence[dict]) -> int:
+        """Upsert vectors embedded elsewhere (the index pipeline's worker); returns the count."""
+        vecs = np.asarray(vecs, dtype=np.float32)
+        if not (len(ids) == len(texts) == len(metadatas) == len(vecs)):
+            raise ValueError("upsert_vectors: ids, vectors, texts and metadatas differ in length")
+        if len(ids) and vecs.shape[1:] != (int(self.embedder.dim),):
+            raise BackendError(f"Vectors of shape {vecs.shape} for embedder "
+                               f"{self.embedder.id!r} (dim {self.embedder.dim}).")
+        with self._lock:
+            self._write(list(ids), vecs, [t or "" for t in texts],
+                        [_clean_metadata(m) for m in metadatas])
+        return len(ids)
 
     def delete(self, ids: Sequence[str]) -> None:
         """Delete by id (unknown ids are ignored), in batches under chroma's limit."""
