@@ -22,8 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from reme_agent.engine.idmap import BlockPaths
 from reme_agent.engine.links import Link, LinkResolver, name_key
 from reme_agent.engine.locks import flock_until
 from reme_agent.engine.names import note_aliases, note_title
@@ -33,10 +32,14 @@ from reme_agent.engine.projections.graph import GraphProjection
 from reme_agent.engine.projections.keyword import KeywordProjection
 from reme_agent.engine.projections.vector import VectorProjection
 from reme_agent.engine.snapshot import (
+    DELTA_NAME,
     SNAPSHOT_NAME,
-    Snapshot,
+    append_delta,
+    capture,
     gc_paused,
+    read_delta,
     read_snapshot,
+    restore,
     write_snapshot,
 )
 from reme_agent.engine.state import BlockRow, FileRow, IndexState
@@ -122,12 +125,13 @@ class Indexer:
         self._resolver: LinkResolver | None = None
         self._by_key: dict[str, set[str]] | None = None   # see _update_graph
         self._keys_of: dict[str, set[str]] | None = None
-        self.block_paths: dict[str, str] = {}
+        self.block_paths = BlockPaths()
         self.stamps: dict[str, str] = {}   # path -> stamp the in-memory projections reflect
         self._loaded = False
         self._generation = -1
         self._snapshot_generation = -1     # generation of the snapshot on disk (-1: none)
         self._changed_since_snapshot = 0   # files changed in memory since it was written
+        self._delta_stamps: dict[str, str | None] = {}   # changed since the last delta line
 
     def published_collection(self) -> str | None:
         """The vector collection readers should use (set by the last full rebuild)."""
@@ -151,6 +155,10 @@ class Indexer:
     def snapshot_path(self) -> Path:
         return self.store.internal / SNAPSHOT_NAME
 
+    @property
+    def delta_path(self) -> Path:
+        return self.store.internal / DELTA_NAME
+
     # -- cold open ---------------------------------------------------------------------
     def load(self) -> None:
         """Load BM25 and the graph: from the snapshot plus the files changed since, or else
@@ -168,7 +176,7 @@ class Indexer:
 
     def _load_state(self) -> None:
         self.keyword.clear()
-        self.block_paths = {}
+        self.block_paths = BlockPaths()
         items = []
         with self.state.reading():
             self.stamps = self.state.file_stamps()
@@ -179,38 +187,58 @@ class Indexer:
         self.keyword.add_many(items)
         self._rebuild_graph(files)
         self._changed_since_snapshot = max(1, len(self.stamps))
+        self._delta_stamps = {}
 
     def _load_snapshot(self) -> bool:
+        """Map the snapshot, replay its delta (the graph changes of runs since), then patch
+        in BM25 for the files whose stamp differs from the snapshot's. Only when a file
+        changed in a way the delta does not cover (a run that died before writing it) is
+        the graph rebuilt from the state."""
         snap = read_snapshot(self.snapshot_path)
         if snap is None:
             return False
+        deltas = read_delta(self.delta_path, snap.generation)
         with self.state.reading():
             current = self.state.file_stamps()
-            changed = [p for p, st in current.items() if snap.stamps.get(p) != st]
-            gone = [p for p in snap.stamps if p not in current]
+            base = snap.stamp_map()
+            changed = [p for p, st in current.items() if base.get(p) != st]
+            gone = [p for p in base if p not in current]
             if len(changed) + len(gone) > max(200, len(current) // 5):
                 return False  # mostly stale: rebuilding is as cheap and simpler
             fresh = self.state.block_tokens_of(changed) if changed else []
-            files = self.state.files() if changed or gone else None
+            expected = dict(base)
+            for entry in deltas:
+                for path, stamp in entry["stamps"].items():
+                    if stamp is None:
+                        expected.pop(path, None)
+                    else:
+                        expected[path] = stamp
+            uncovered = expected != current
+            files = self.state.files() if uncovered else None
         try:
-            self.keyword.import_arrays(snap.terms, snap.ids, snap.arrays)
-            self.graph.import_state(snap.graph)
-        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            self.block_paths = restore(snap, self.keyword, self.graph)
+            for entry in deltas:
+                self.graph.apply_changes(entry["graph"])
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             log.warning("ignoring inconsistent %s (%s)", self.snapshot_path.name, exc)
             return False
-        self.block_paths = snap.block_paths()
         self._resolver = None
+        self._by_key = self._keys_of = None
         self._snapshot_generation = snap.generation
         self._changed_since_snapshot = len(changed) + len(gone)
-        if files is not None:
-            touched = set(changed) | set(gone)
-            for bid in [b for b, p in self.block_paths.items() if p in touched]:
+        self._delta_stamps = {}
+        if changed or gone:
+            for bid in self.block_paths.ids_of_paths(set(changed) | set(gone)):
                 self.keyword.remove(bid)
                 del self.block_paths[bid]
             for bid, path, tokens in fresh:
                 self.keyword.add(bid, tokens=tokens)
                 self.block_paths[bid] = path
+        if files is not None:
+            log.info("%s does not cover every change since it was written; rebuilding the "
+                     "graph", self.snapshot_path.name)
             self._rebuild_graph(files)
+            self._changed_since_snapshot = max(1, len(current))
         self.stamps = current
         return True
 
@@ -221,39 +249,46 @@ class Indexer:
 
     # -- snapshot ----------------------------------------------------------------------
     def save_snapshot(self, force: bool = False) -> bool:
-        """Write the cold-open snapshot if memory moved past it (or `force`); True if written.
+        """Bring the cold-open snapshot up to date (call with the projections in step with
+        the state: after a run, or on close); True if the whole snapshot was written.
 
-        Call with the projections in step with the state (after a run, or on close); it takes
-        the index lock so a concurrent run in this or another process cannot interleave.
+        The whole snapshot is written when it is due (`_snapshot_due`) or `force`d;
+        otherwise what changed since goes into the delta, one small line. It takes the index
+        lock so a concurrent run in this or another process cannot interleave.
         """
         with self._index_lock():
             if not self._loaded or self.state.generation() != self._generation:
                 return False
-            if not force and self._changed_since_snapshot == 0 and self.snapshot_path.exists():
+            graph_changes = self.graph.changes()
+            if not (force or graph_changes is None or self._snapshot_due()):
+                if self._delta_stamps or graph_changes:
+                    append_delta(self.delta_path, {
+                        "base": self._snapshot_generation, "generation": self._generation,
+                        "stamps": self._delta_stamps, "graph": graph_changes})
+                    self._delta_stamps = {}
+                    self.graph.forget_changes()
                 return False
             started = time.perf_counter()
             with gc_paused():
-                terms, ids, arrays = self.keyword.export_arrays()
-                path_index: dict[str, int] = {}
-                block_paths = self.block_paths
-                arrays["doc_path"] = np.fromiter(
-                    (path_index.setdefault(block_paths[b], len(path_index)) for b in ids),
-                    dtype=np.int32, count=len(ids))
-                snap = Snapshot(self._generation, terms, ids, list(path_index), arrays,
-                                dict(self.stamps), self.graph.export_state())
+                snap = capture(self._generation, self.keyword, self.graph, self.block_paths,
+                               self.stamps)
                 size = write_snapshot(self.snapshot_path, snap)
+                self.delta_path.unlink(missing_ok=True)
             log.info("wrote %s (%.1f MB) in %.2f s", self.snapshot_path.name, size / 1e6,
                      time.perf_counter() - started)
+            self.graph.forget_changes()
             self._snapshot_generation = self._generation
             self._changed_since_snapshot = 0
+            self._delta_stamps = {}
             return True
 
-    def _snapshot_due(self, whole_vault: bool) -> bool:
-        """After a whole-vault run, or once a tenth of the files changed since the last one:
-        writing costs about as much as loading, so path-limited runs (tool writes) batch up."""
-        if self._changed_since_snapshot == 0:
-            return not self.snapshot_path.exists()
-        return whole_vault or self._changed_since_snapshot >= max(50, len(self.stamps) // 10)
+    def _snapshot_due(self) -> bool:
+        """When there is none, or a tenth of the files (at least 50) changed since it was
+        written: a whole snapshot costs seconds at 100k notes, so smaller changes (an edit
+        found by a whole-vault run, a tool's write) go into the delta instead."""
+        if not self.snapshot_path.exists() or self._snapshot_generation < 0:
+            return True
+        return self._changed_since_snapshot >= max(50, len(self.stamps) // 10)
 
     # -- indexing ----------------------------------------------------------------------
     def run(self, full: bool = False, paths: Iterable[str] | None = None,
@@ -286,11 +321,14 @@ class Indexer:
             if report.changed_files or report.deleted_files:
                 self._changed_since_snapshot += len(report.changed_files) + len(
                     report.deleted_files)
-            if self._snapshot_due(only is None):
-                try:
-                    self.save_snapshot()
-                except OSError as exc:  # a cache: never fail the run over it
-                    log.warning("could not write %s: %s", self.snapshot_path.name, exc)
+                for path in report.changed_files:
+                    self._delta_stamps[path] = self.stamps.get(path)
+                for path in report.deleted_files:
+                    self._delta_stamps[path] = None
+            try:
+                self.save_snapshot()
+            except OSError as exc:  # a cache: never fail the run over it
+                log.warning("could not write %s: %s", self.snapshot_path.name, exc)
         report.seconds = round(time.perf_counter() - started, 3)
         return report
 
