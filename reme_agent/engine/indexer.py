@@ -46,6 +46,7 @@ from reme_agent.engine.state import BlockRow, FileRow, IndexState
 from reme_agent.engine.store import (
     NOT_UTF8_NAME,
     FileStore,
+    FolderListing,
     decode_text,
     is_utf8,
     printable,
@@ -132,6 +133,7 @@ class Indexer:
         self._snapshot_generation = -1     # generation of the snapshot on disk (-1: none)
         self._changed_since_snapshot = 0   # files changed in memory since it was written
         self._delta_stamps: dict[str, str | None] = {}   # changed since the last delta line
+        self._listings: dict[str, FolderListing] | None = None   # see _scan_vault
 
     def published_collection(self) -> str | None:
         """The vector collection readers should use (set by the last full rebuild)."""
@@ -352,6 +354,7 @@ class Indexer:
             self.graph.clear()
             self._resolver = None
             self._by_key = self._keys_of = None
+            self._listings = {}   # list every folder again
         known = self.state.file_stats(only)
         if full:  # re-read every file; the state keeps serving readers until it is replaced
             known = {p: (-1, -1, "") for p in known}
@@ -479,7 +482,7 @@ class Indexer:
     def _scan(self, only: list[str] | None, report: IndexReport) -> dict[str, tuple[int, int]]:
         bad_names: list[tuple[str, str]] = []
         if only is None:
-            found = self.store.scan(self.extensions, skipped=bad_names)
+            found = self._scan_vault(bad_names)
         else:
             found = []
             for raw in only:
@@ -504,6 +507,21 @@ class Indexer:
         for path, reason in bad_names:  # filled as the scan generator ran
             self._skip(report, path, reason)
         return out
+
+    def _scan_vault(self, bad_names: list[tuple[str, str]]) -> list[tuple[str, int, int]]:
+        """Every indexable file with its size and mtime: folders whose mtime did not move
+        since the last whole-vault run are not listed again (`FileStore.scan_cached`); their
+        listings live in the state and, between runs, in memory."""
+        if self._listings is None:
+            self._listings = {path: FolderListing(mtime, tuple(files), tuple(folders))
+                              for path, (mtime, files, folders)
+                              in self.state.folder_listings().items()}
+        old = self._listings
+        found, kept = self.store.scan_cached(self.extensions, old, skipped=bad_names)
+        changed = {p: (v.mtime_ns, v.files, v.folders) for p, v in kept.items() if old.get(p) != v}
+        self.state.save_folder_listings(changed, [p for p in old if p not in kept])
+        self._listings = kept
+        return found
 
     def _parse(self, path: str, text: str, size: int, mtime_ns: int, stamp: str,
                report: IndexReport) -> tuple[FileRow, list[BlockRow], dict[str, str]]:
