@@ -133,32 +133,38 @@ class SlotIndex:
 
 
 class SlotIds:
-    """slot -> id (None for a free slot): the base ids in slot order plus a dict of the
-    slots assigned or freed since."""
+    """slot -> id (None for a free slot): the base ids in slot order, a dict of the base
+    slots assigned or freed since, and a list of the slots added after the base."""
 
     def __init__(self, base: np.ndarray | None = None) -> None:
         self._base = base if base is not None else np.zeros(0, dtype="S1")
         self._over: dict[int, str | None] = {}
-        self._n = len(self._base)
+        self._tail: list[str | None] = []
 
     def __len__(self) -> int:
-        return self._n
+        return len(self._base) + len(self._tail)
 
     def __getitem__(self, slot: int) -> str | None:
+        n = len(self._base)
+        if slot >= n:
+            return self._tail[slot - n]
         if slot in self._over:
             return self._over[slot]
-        if 0 <= slot < len(self._base):
-            return self._base[slot].decode("utf-8")
-        raise IndexError(slot)
+        if slot < 0:
+            raise IndexError(slot)
+        return self._base[slot].decode("utf-8")
 
     def __setitem__(self, slot: int, value: str | None) -> None:
-        if not 0 <= slot < self._n:
+        n = len(self._base)
+        if slot >= n:
+            self._tail[slot - n] = value
+        elif slot >= 0:
+            self._over[slot] = value
+        else:
             raise IndexError(slot)
-        self._over[slot] = value
 
     def append(self, value: str | None) -> None:
-        self._over[self._n] = value
-        self._n += 1
+        self._tail.append(value)
 
 
 class BlockPaths(MutableMapping[str, str]):

@@ -50,6 +50,7 @@ _GEN_MASK = (1 << 23) - 1  # keeps packed values positive int64
 _MAX_SLOTS = 1 << _SLOT_BITS
 _EMPTY = np.zeros(0, dtype=np.int64)
 _NONE, _IN_BASE, _IN_POOL = 0, 1, 2   # where a slot's terms live (`_doc_src`)
+_POOL_MIN_GARBAGE = 1 << 16            # pool entries of removed documents before compacting
 
 
 def _grow(a: np.ndarray, n: int) -> np.ndarray:
@@ -192,7 +193,7 @@ class KeywordProjection:
         once more than half of it belongs to removed documents)."""
         n = len(tids)
         if self._pool_used + n > len(self._pool_tid):
-            if self._pool_garbage > max(1 << 16, self._pool_used // 2):
+            if self._pool_garbage > max(_POOL_MIN_GARBAGE, self._pool_used // 2):
                 self._compact_pool()
             if self._pool_used + n > len(self._pool_tid):
                 size = max(self._pool_used + n, 2 * len(self._pool_tid), 1024)
