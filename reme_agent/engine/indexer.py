@@ -95,6 +95,15 @@ def _name_keys(path: str, aliases: Iterable[str]) -> set[str]:
     return {name_key(path)} | {name_key(str(a)) for a in aliases}
 
 
+def _same_links(old: FileRow | None, new: FileRow) -> bool:
+    """Whether two rows of a note hold the same links (targets and predicates; where they
+    sit in the text does not change an edge)."""
+    if old is None:
+        return False
+    return ({(link["target"], link["predicate"]) for link in old.links}
+            == {(link["target"], link["predicate"]) for link in new.links})
+
+
 def _os_reason(exc: BaseException) -> str:
     """An OSError's reason without the absolute path the OS puts in its text."""
     return getattr(exc, "strerror", None) or type(exc).__name__
@@ -276,6 +285,12 @@ class Indexer:
                                self.stamps)
                 size = write_snapshot(self.snapshot_path, snap)
                 self.delta_path.unlink(missing_ok=True)
+                del snap
+                # Continue on the file just written: what was built in memory (all of it,
+                # after a first index) is freed, and a long-running process stays small.
+                mapped = read_snapshot(self.snapshot_path)
+                if mapped is not None:
+                    self.block_paths = restore(mapped, self.keyword, self.graph)
             log.info("wrote %s (%.1f MB) in %.2f s", self.snapshot_path.name, size / 1e6,
                      time.perf_counter() - started)
             self.graph.forget_changes()
@@ -607,7 +622,10 @@ class Indexer:
             renamed[path] = _name_keys(path, [])
         if self._resolver is not None or self._by_key is not None:
             self._sync_names(changed, gone, uploads)
-        affected = set(changed)
+        # A note whose links are the ones it had keeps its edges: an edit of its text needs
+        # no resolver (building one walks the vault and decodes every row: seconds at 100k).
+        affected = {p for p, row in changed.items()
+                    if not (_same_links(old_rows.get(p), row) and self.graph.is_note(p))}
         if renamed:
             keys = set().union(*renamed.values())
             by_key = self._sources_index()

@@ -164,3 +164,32 @@ def test_the_cached_scan_finds_what_a_full_scan_finds(tmp_path: Path, seed: int)
             age(root, rng.choice([10.0, 100.0]))
         found, listings = store.scan_cached(EXT, listings)
         assert found == list(store.scan(EXT)), f"step {step}"
+
+
+def test_an_edit_that_keeps_the_links_resolves_none(root: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Editing text is the common change: its run must not build a link resolver (a vault
+    walk and every row decoded). A changed link still resolves, in the same process."""
+    write(root, "a/linker.md", "# Linker\n\nsee [[n0]] and [[missing]]\n")
+    with open_vault(root, HASH) as v:
+        v.index()
+    from reme_agent.engine import indexer as indexer_module
+
+    built: list[int] = []
+    real = indexer_module.LinkResolver
+
+    def counting(*args: object, **kwargs: object) -> object:
+        built.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(indexer_module, "LinkResolver", counting)
+    with open_vault(root, HASH) as v2:
+        write(root, "a/linker.md", "# Linker\n\nsee [[n0]] and [[missing]]\n\nmore words\n")
+        assert v2.index().changed_files == ["a/linker.md"]
+        assert built == []
+        assert v2.graph.outbound("a/linker.md") == [("missing", None), ("n0.md", None)]
+        write(root, "a/linker.md", "# Linker\n\nsee [[n0]] and [[m1]]\n")
+        v2.index()
+        assert built == [1]
+        assert v2.graph.outbound("a/linker.md") == [("a/m1.md", None), ("n0.md", None)]
+        assert "missing" not in v2.graph

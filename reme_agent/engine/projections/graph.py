@@ -399,6 +399,12 @@ class GraphProjection:
         with self._lock:
             return sorted(self._num)
 
+    def is_note(self, path: str) -> bool:
+        """True if ``path`` is a node with a file (an indexed note)."""
+        with self._lock:
+            n = self._num.get(path)
+            return n is not None and bool(self._flags[n] & _NOTE)
+
     def is_dangling(self, path: str) -> bool:
         """True if ``path`` is only known as a link target without a file."""
         with self._lock:
