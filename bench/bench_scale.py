@@ -220,18 +220,22 @@ def _load() -> list[float]:
 
 
 def measure(notes: int, out: Path, dim: int, embedder: str, queries: int, reuse: bool,
-            colds: int, echo: Any = print) -> dict[str, Any]:
+            colds: int, text: str = "vocab", echo: Any = print) -> dict[str, Any]:
     from generate import generate_vault
 
-    root = out / f"scale-{notes}-{embedder}{dim if embedder == 'hash' else ''}"
+    kind = "" if text == "vocab" else f"-{text}"
+    root = out / f"scale-{notes}{kind}-{embedder}{dim if embedder == 'hash' else ''}"
     res: dict[str, Any] = {"notes": notes, "embedder": embedder, "dim": dim, "vault": str(root),
-                           "load_start": _load()}
+                           "text": text, "load_start": _load()}
     built = (root / ".reme" / "index.sqlite").is_file()
     if not (reuse and built):
         if root.exists():
             shutil.rmtree(root)
-        echo(f"[scale {notes}] generating")
-        generate_vault(root, notes)
+        echo(f"[scale {notes}] generating ({text} text)")
+        if text == "vocab":
+            generate_vault(root, notes)
+        else:   # the real-text vault of bench/real_text.py (issue G6)
+            generate_vault(root, notes, text=text)  # type: ignore[call-arg]
         echo(f"[scale {notes}] full index (own process)")
         res["index"] = _run_child("index", str(root), str(dim), embedder)
     echo(f"[scale {notes}] edit re-index (own process)")
@@ -259,7 +263,8 @@ def _flag(value: float, target: float) -> str:
 
 def render(res: dict[str, Any]) -> str:
     t = TARGETS
-    lines = [f"scale bench: {res['notes']} notes, {res['embedder']} {res['dim']}-d "
+    lines = [f"scale bench: {res['notes']} notes ({res.get('text', 'vocab')} text), "
+             f"{res['embedder']} {res['dim']}-d "
              f"({res.get('blocks') or '?'} blocks); load {res['load_start']} -> "
              f"{res['load_end']}; {os.cpu_count()} CPU"]
     index = res.get("index")
@@ -307,6 +312,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--dim", type=int, default=512, help="Hash embedder dimensions.")
     ap.add_argument("--embedder", default="hash", choices=["hash", "use"])
     ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument("--text", default="vocab", choices=["vocab", "real"],
+                    help="Generated text: the word-list vault or the real-text one.")
     ap.add_argument("--colds", type=int, default=3, help="Cold-open processes per size.")
     ap.add_argument("--out", default=None, help="Folder for the vaults (bench/out).")
     ap.add_argument("--reuse", action="store_true", help="Measure an indexed vault again.")
@@ -318,7 +325,8 @@ def main(argv: list[str] | None = None) -> None:
     results = []
     for notes in args.notes:
         res = measure(notes, out, args.dim, args.embedder, args.queries, args.reuse,
-                      args.colds, echo=lambda s: print(s, file=sys.stderr, flush=True))
+                      args.colds, args.text,
+                      echo=lambda s: print(s, file=sys.stderr, flush=True))
         print(render(res), flush=True)
         results.append(res)
         if not (args.keep or args.reuse):

@@ -17,7 +17,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -188,14 +188,17 @@ class Indexer:
     def _load_state(self) -> None:
         self.keyword.clear()
         self.block_paths = BlockPaths()
-        items = []
+        block_paths = self.block_paths
+
+        def blocks() -> Iterator[tuple[str, list[str]]]:
+            for bid, path, tokens in self.state.iter_block_tokens():
+                block_paths[bid] = path
+                yield bid, tokens
+
         with self.state.reading():
             self.stamps = self.state.file_stamps()
-            for bid, path, tokens in self.state.iter_block_tokens():
-                self.block_paths[bid] = path
-                items.append((bid, tokens))
+            self.keyword.add_many(blocks())   # one block's tokens in memory at a time
             files = self.state.files()
-        self.keyword.add_many(items)
         self._rebuild_graph(files)
         self._changed_since_snapshot = max(1, len(self.stamps))
         self._delta_stamps = {}
