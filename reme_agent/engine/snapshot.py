@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from reme_agent.engine.chunked import Chunked
 from reme_agent.engine.idmap import BlockPaths, SortedIds
 
 if TYPE_CHECKING:
@@ -80,7 +81,7 @@ class Snapshot:
     terms: list[str]
     files: list[str]                 # every indexed file, in the order `stamps` follows
     stamps: list[str]                # content stamp each file was indexed from
-    arrays: dict[str, np.ndarray]    # keyword arrays, block paths, graph arrays
+    arrays: dict[str, Any]           # keyword arrays, block paths, graph arrays (or Chunked)
     extra: dict[str, Any]            # small JSON parts: paths that are not files, predicates
 
     def stamp_map(self) -> dict[str, str]:
@@ -98,12 +99,22 @@ def write_snapshot(path: Path, snap: Snapshot) -> int:
         with os.fdopen(fd, "wb") as fh:
             fh.write(b"\0" * _ALIGN)
             for name, arr in snap.arrays.items():
-                arr = np.ascontiguousarray(arr)
-                if arr.dtype.kind not in _DTYPE_KINDS:
-                    raise TypeError(f"snapshot array {name} has dtype {arr.dtype}")
                 offset = fh.tell()
-                table[name] = [arr.dtype.str, list(arr.shape), offset]
-                _write_array(fh, arr)
+                if isinstance(arr, Chunked):
+                    dtype, shape = arr.dtype, [arr.length]
+                    written = 0
+                    for part in arr.chunks():
+                        _write_array(fh, np.ascontiguousarray(part, dtype=dtype))
+                        written += len(part)
+                    if written != arr.length:
+                        raise ValueError(f"snapshot array {name}: {written} of {arr.length}")
+                else:
+                    arr = np.ascontiguousarray(arr)
+                    dtype, shape = arr.dtype, list(arr.shape)
+                    _write_array(fh, arr)
+                if dtype.kind not in _DTYPE_KINDS:
+                    raise TypeError(f"snapshot array {name} has dtype {dtype}")
+                table[name] = [dtype.str, shape, offset]
                 fh.write(b"\0" * (-fh.tell() % _ALIGN))
             header = {"format": SNAPSHOT_FORMAT, "generation": snap.generation,
                       "terms": snap.terms, "files": snap.files, "stamps": snap.stamps,
@@ -185,7 +196,7 @@ def capture(generation: int, keyword: KeywordProjection, graph: GraphProjection,
     paths and graph nodes that are not files (dangling targets, attachments); blocks and
     nodes refer to them by number.
     """
-    terms, ids, arrays = keyword.export_arrays()
+    terms, ids, arrays = keyword.export_arrays(chunked=True)
     files = sorted(stamps)
     code = {f: i for i, f in enumerate(files)}
     others: list[str] = []

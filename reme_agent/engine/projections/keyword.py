@@ -32,10 +32,11 @@ from __future__ import annotations
 import threading
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from reme_agent.engine.chunked import Chunked
 from reme_agent.engine.idmap import SlotIds, SlotIndex, SortedIds, encode_ids
 from reme_agent.engine.tokenize import tokenize
 
@@ -536,14 +537,17 @@ class KeywordProjection:
 
     # --- snapshot -----------------------------------------------------------------------------
 
-    def export_arrays(self) -> tuple[list[str], np.ndarray, dict[str, np.ndarray]]:
+    def export_arrays(self, chunked: bool = False
+                      ) -> tuple[list[str], np.ndarray, dict[str, np.ndarray | Chunked]]:
         """(terms, doc ids, arrays) of the live index, compacted, for a cold-open snapshot.
 
         Ids come as a fixed-width byte array in slot order; the arrays hold each document's
         terms (``doc_off``/``doc_tid``/``doc_tf``, ``dl``), every term's postings
         (``post_off``/``post``, so a reader needs no sort) and the ids sorted for lookups
         (``ids_sorted``/``ids_order``). Slots are renumbered densely in their old order, so
-        ties still break the same way.
+        ties still break the same way. With `chunked`, the three large arrays come as
+        `Chunked` (computed slice by slice while they are written; the index must not change
+        until then: the indexer holds its lock).
         """
         with self._lock:
             live = np.sort(self._slot.slots())
@@ -555,42 +559,65 @@ class KeywordProjection:
             lens = self._doc_len[live].astype(np.int64)
             doc_off = np.zeros(n + 1, dtype=np.int64)
             np.cumsum(lens, out=doc_off[1:])
-            doc_tid = np.empty(int(doc_off[-1]), dtype=np.int32)
-            doc_tf = np.empty(int(doc_off[-1]), dtype=np.int32)
-            step = 1 << 16   # gather in slices: index arrays for 16M postings would be 130 MB
-            for a in range(0, n, step):
-                part = live[a:a + step]
-                plen = lens[a:a + step]
-                lo, hi = int(doc_off[a]), int(doc_off[min(a + step, n)])
-                take = (np.repeat(self._doc_pos[part] - (doc_off[a:a + len(part)] - lo), plen)
-                        + np.arange(hi - lo, dtype=np.int64))
-                from_base = np.repeat(self._doc_src[part] == _IN_BASE, plen)
-                for out, base, pool in ((doc_tid, self._base_tid, self._pool_tid),
-                                        (doc_tf, self._base_tf, self._pool_tf)):
-                    chunk = np.empty(hi - lo, dtype=np.int32)
-                    chunk[from_base] = base[take[from_base]]
-                    chunk[~from_base] = pool[take[~from_base]]
-                    out[lo:hi] = chunk
-                doc_tid[lo:hi] = remap[doc_tid[lo:hi]]
             new_slot = np.full(len(self._ids) + 1, -1, dtype=np.int64)
             new_slot[live] = np.arange(n)
             df = self._df[live_tids] if len(live_tids) else np.zeros(0, dtype=np.int64)
             post_off = np.zeros(len(live_tids) + 1, dtype=np.int64)
             np.cumsum(df, out=post_off[1:])
-            post = np.empty(int(post_off[-1]), dtype=np.int64)
-            for i, tid in enumerate(live_tids.tolist()):
-                packed = self._postings(tid)
-                if self._stale[tid]:
-                    packed = packed[self._valid(packed)]
-                slots = new_slot[(packed >> _TF_BITS) & _SLOT_MASK]
-                post[post_off[i]:post_off[i + 1]] = (slots << _TF_BITS) | (packed & _TF_MASK)
-            ids = encode_ids([self._ids[s] for s in live.tolist()])  # type: ignore[misc]
+            tids = live_tids.tolist()
+            ids = self._export_ids(live)
             order = np.argsort(ids, kind="stable")
-            arrays = {"doc_off": doc_off, "doc_tid": doc_tid, "doc_tf": doc_tf,
-                      "dl": self._dl[live].astype(np.float64), "post_off": post_off,
-                      "post": post, "ids_sorted": ids[order], "ids_order": order.astype(np.int64)}
-            terms = [self._terms[t] for t in live_tids.tolist()]
-            return terms, ids, arrays  # type: ignore[return-value]
+            step = 1 << 16   # slots per slice: index arrays for 16M postings would be 130 MB
+
+            def doc_terms(which: int) -> Iterator[np.ndarray]:
+                for a in range(0, n, step):
+                    with self._lock:
+                        part, plen = live[a:a + step], lens[a:a + step]
+                        lo, hi = int(doc_off[a]), int(doc_off[min(a + step, n)])
+                        take = (np.repeat(self._doc_pos[part] - (doc_off[a:a + len(part)] - lo),
+                                          plen) + np.arange(hi - lo, dtype=np.int64))
+                        from_base = np.repeat(self._doc_src[part] == _IN_BASE, plen)
+                        base = (self._base_tid, self._base_tf)[which]
+                        pool = (self._pool_tid, self._pool_tf)[which]
+                        out = np.empty(hi - lo, dtype=np.int32)
+                        out[from_base] = base[take[from_base]]
+                        out[~from_base] = pool[take[~from_base]]
+                    yield remap[out].astype(np.int32) if which == 0 else out
+
+            def postings() -> Iterator[np.ndarray]:
+                for a in range(0, len(tids), 4096):   # terms in groups: few numpy calls
+                    with self._lock:
+                        packed = np.concatenate([self._postings(t) for t in tids[a:a + 4096]]
+                                                or [_EMPTY])
+                        packed = packed[self._valid(packed)]
+                    if len(packed) != int(post_off[min(a + 4096, len(tids))] - post_off[a]):
+                        raise AssertionError("document frequencies do not match the postings")
+                    yield (new_slot[(packed >> _TF_BITS) & _SLOT_MASK] << _TF_BITS) \
+                        | (packed & _TF_MASK)
+
+            total = int(doc_off[-1])
+            big: dict[str, Chunked] = {
+                "doc_tid": Chunked(np.dtype(np.int32), total, lambda: doc_terms(0)),
+                "doc_tf": Chunked(np.dtype(np.int32), total, lambda: doc_terms(1)),
+                "post": Chunked(np.dtype(np.int64), int(post_off[-1]), postings)}
+            arrays: dict[str, np.ndarray | Chunked] = {
+                "doc_off": doc_off, "dl": self._dl[live].astype(np.float64),
+                "post_off": post_off, "ids_sorted": ids[order],
+                "ids_order": order.astype(np.int64),
+                **(big if chunked else {k: v.whole() for k, v in big.items()})}
+            return [self._terms[t] for t in tids], ids, arrays  # type: ignore[misc]
+
+    def _export_ids(self, live: np.ndarray) -> np.ndarray:
+        """The ids of `live` slots as one fixed-width byte array, filled slice by slice."""
+        ids = self._ids
+        width = max([ids._base.itemsize if len(ids._base) else 1]
+                    + [len(v.encode("utf-8")) for v in (*ids._over.values(), *ids._tail)
+                       if v is not None])
+        out = np.empty(len(live), dtype=f"S{width}")
+        slots = live.tolist()
+        for a in range(0, len(slots), 1 << 16):
+            out[a:a + (1 << 16)] = encode_ids([ids[s] for s in slots[a:a + (1 << 16)]])  # type: ignore[misc]
+        return out
 
     def import_arrays(self, terms: list[str], ids: Sequence[str] | np.ndarray,
                       arrays: dict[str, np.ndarray]) -> None:
