@@ -131,8 +131,7 @@ def child_index(root: str, dim: int, embedder: str) -> dict[str, Any]:
 
 def child_edit(root: str, dim: int, embedder: str, notes: int) -> dict[str, Any]:
     ph = Phases()
-    vault = _open(root, dim, embedder)
-    vault.ready()
+    vault = _open(root, dim, embedder)   # as `reme-agent index` does: no search warm-up
     ph.end("open")
     rows: dict[str, Any] = {}
     _edit(Path(root), notes, 0)
@@ -164,10 +163,8 @@ def child_cold(root: str, dim: int, embedder: str, queries: int) -> dict[str, An
     from reme_agent.recall.search import search, search_blocks
     ph.end("imports")
     vault = _open(root, dim, embedder)
-    vault.vector.count()      # chroma loads HNSW (and replays its log) on first use
-    ph.end("vectors (chroma, HNSW)")
-    vault.ready()             # also starts the warm-up thread (model, jieba, names index)
-    ph.end("snapshot load")
+    vault.ready()   # maps the snapshot while chroma loads HNSW and the warm-up thread runs
+    ph.end("open + snapshot load")
     hits = search_blocks(vault, "vector index latency", 10)
     ph.end("first search_blocks")
     first_answer = time.perf_counter() - t0
@@ -192,6 +189,19 @@ def child_cold(root: str, dim: int, embedder: str, queries: int) -> dict[str, An
             "first_full_search_s": round(first_full, 3), "hits": len(hits),
             "search_ms": _pcts(plain), "search_full_ms": _pcts(rich),
             "peak_mb": max(p["peak_mb"] for p in ph.rows.values())}
+
+
+def child_vectors(root: str, dim: int, embedder: str) -> dict[str, Any]:
+    """chroma alone: what loading the vector index costs a process (its share of a cold
+    open's memory), measured apart because a cold open overlaps it with the snapshot."""
+    ph = Phases()
+    import chromadb  # noqa: F401
+    ph.end("import chromadb")
+    vault = _open(root, dim, embedder)
+    vault.vector.count()
+    ph.end("HNSW load")
+    vault.vector.close()
+    return {"phases": ph.rows}
 
 
 def _pcts(values: list[float]) -> dict[str, float]:
@@ -238,6 +248,8 @@ def measure(notes: int, out: Path, dim: int, embedder: str, queries: int, reuse:
             generate_vault(root, notes, text=text)  # type: ignore[call-arg]
         echo(f"[scale {notes}] full index (own process)")
         res["index"] = _run_child("index", str(root), str(dim), embedder)
+    echo(f"[scale {notes}] vector index alone (own process)")
+    res["vectors"] = _run_child("vectors", str(root), str(dim), embedder)
     echo(f"[scale {notes}] edit re-index (own process)")
     res["edit"] = _run_child("edit", str(root), str(dim), embedder, str(notes))
     runs = []
@@ -281,6 +293,10 @@ def render(res: dict[str, Any]) -> str:
                  f"[target <= {t['edit_s']:.0f} s: {_flag(w['s'], t['edit_s'])}]; first run in "
                  f"a new process {edit['first']['s']:.2f} s (cpu {edit['first']['cpu_s']:.2f}); "
                  f"no-op {edit['noop']['s']:.2f} s")
+    vec = res["vectors"]["phases"]["HNSW load"]
+    lines.append(f"  vector index alone HNSW load {vec['s']:.2f} s (cpu {vec['cpu_s']:.2f} s), "
+                 f"+{vec['peak_mb'] - res['vectors']['phases']['import chromadb']['rss_mb']:.0f} "
+                 f"MB: the vectors' share of a cold-open process")
     cold = res["cold"]
     lines.append(f"  cold open          {cold['first_answer_s']:.2f} s to the first search_blocks "
                  f"answer, median of {cold['all_first_answer_s']} [target <= "
@@ -303,7 +319,8 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--child":
         kind, rest = argv[1], argv[2:]
-        fn = {"index": child_index, "edit": child_edit, "cold": child_cold}[kind]
+        fn = {"index": child_index, "edit": child_edit, "cold": child_cold,
+              "vectors": child_vectors}[kind]
         args: list[Any] = [rest[0], int(rest[1]), rest[2], *map(int, rest[3:])]
         print(json.dumps(fn(*args)))
         return

@@ -293,28 +293,31 @@ class FileStore:
         want = _wanted(extensions)
         cutoff = time.time_ns() - int(RACY_SECONDS * 1e9)
         found: list[tuple[str, int, int]] = []
+        add, stat_of, is_reg = found.append, os.stat, stat.S_ISREG
         kept: dict[str, FolderListing] = {}
         root = str(self.root)
         stack = [""]
-        while stack:
+        while stack:   # the loop runs once per folder: kept lean on purpose
             rel = stack.pop()
             folder = f"{root}{os.sep}{rel}" if rel else root
             try:
-                st = os.stat(folder)
+                st = stat_of(folder)
             except OSError:
                 continue
             prefix = f"{rel}/" if rel else ""
             old = listings.get(rel)
             if old is not None and old.mtime_ns and old.mtime_ns == st.st_mtime_ns:
                 kept[rel] = old
+                base = folder + os.sep
                 for name in old.files:
                     try:
-                        fst = os.stat(f"{folder}{os.sep}{name}")
+                        fst = stat_of(base + name)
                     except OSError:
                         continue
-                    if stat.S_ISREG(fst.st_mode):
-                        found.append((prefix + name, fst.st_size, fst.st_mtime_ns))
-                stack.extend(prefix + name for name in old.folders)
+                    if is_reg(fst.st_mode):
+                        add((prefix + name, fst.st_size, fst.st_mtime_ns))
+                if old.folders:
+                    stack.extend([prefix + name for name in old.folders])
                 continue
             files, folders, plain = self._list_folder(folder, want=want, sweep=True,
                                                       skipped=skipped)

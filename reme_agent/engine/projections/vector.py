@@ -383,7 +383,23 @@ class VectorProjection:
         database"). Idempotent; the projection must not be used afterwards.
         """
         if self._owns_client:
+            with self._cond:   # let a call in flight (a `warm` load) finish first
+                while self._active:
+                    self._cond.wait()
             self._release_local()
+
+    def warm(self) -> None:
+        """Load the index in a background thread (chroma reads HNSW on first use, releasing
+        the GIL): a cold open loads its snapshot meanwhile. At 100k notes each takes seconds
+        and the first search needs both. Errors are left to the next real call."""
+
+        def load() -> None:
+            try:
+                self.count()
+            except Exception as exc:  # the next call raises it again, with context
+                log.debug("warming the vector index failed: %s", exc)
+
+        threading.Thread(target=load, name="reme-warm-vectors", daemon=True).start()
 
     def reopen(self) -> None:
         """Drop this process's chroma state for the embedded store and open it afresh.
