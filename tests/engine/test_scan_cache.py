@@ -193,3 +193,20 @@ def test_an_edit_that_keeps_the_links_resolves_none(root: Path,
         assert built == [1]
         assert v2.graph.outbound("a/linker.md") == [("a/m1.md", None), ("n0.md", None)]
         assert "missing" not in v2.graph
+
+
+def test_runs_in_another_process_and_tool_writes_keep_whole_runs_exact(root: Path) -> None:
+    """A whole-vault run compares against what this process's last run left; another
+    process's run or a path-limited run in between must not make it miss or repeat work."""
+    with open_vault(root, HASH) as a, open_vault(root, HASH) as b:
+        a.index()
+        write(root, "a/n1.md", "# Note 1\n\nchanged by b\n")
+        assert b.index().changed_files == ["a/n1.md"]
+        write(root, "a/b/n2.md", "# Note 2\n\nchanged by a\n")
+        assert a.index().changed_files == ["a/b/n2.md"]
+        write(root, "knowledge/x/n4.md", "# Note 4\n\nwritten by a tool\n")
+        assert a.refresh(["knowledge/x/n4.md"]).changed_files == ["knowledge/x/n4.md"]
+        write(root, "n0.md", "# Note 0\n\nedited\n")
+        report = a.index()
+        assert report.changed_files == ["n0.md"] and report.deleted_files == []
+        assert a.index().changed_files == [] and b.index().changed_files == []
