@@ -702,8 +702,8 @@ class Indexer:
         """Link-target key -> notes with such a link; built from the state on first use."""
         if self._by_key is None:
             self._by_key, self._keys_of = {}, {}
-            for path, row in self.state.files().items():
-                self._index_sources(path, row)
+            for path, links in self.state.iter_links():   # links only, row by row (G6)
+                self._index_sources(path, FileRow(path, 0, 0, "", {}, links, None, 0.0))
         return self._by_key
 
     def _index_sources(self, source: str, row: FileRow | None) -> None:
