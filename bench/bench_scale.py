@@ -204,6 +204,21 @@ def child_vectors(root: str, dim: int, embedder: str) -> dict[str, Any]:
     return {"phases": ph.rows}
 
 
+def child_names(root: str, dim: int, embedder: str) -> dict[str, Any]:
+    """Search's name index alone (`recall/names.py`, built from the state on the first
+    search or by the warm-up thread): its share of a cold-open process."""
+    ph = Phases()
+    from reme_agent.engine.tokenize import warm_up
+    from reme_agent.recall.names import index_for
+    warm_up()   # jieba's dictionary (~60 MB) is the tokenizer's, not the index's
+    ph.end("imports")
+    vault = _open(root, dim, embedder)
+    index_for(vault)
+    ph.end("name index")
+    vault.close()
+    return {"phases": ph.rows}
+
+
 def _pcts(values: list[float]) -> dict[str, float]:
     ordered = sorted(values)
     pick = lambda q: ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]  # noqa: E731
@@ -250,6 +265,8 @@ def measure(notes: int, out: Path, dim: int, embedder: str, queries: int, reuse:
         res["index"] = _run_child("index", str(root), str(dim), embedder)
     echo(f"[scale {notes}] vector index alone (own process)")
     res["vectors"] = _run_child("vectors", str(root), str(dim), embedder)
+    echo(f"[scale {notes}] name index alone (own process)")
+    res["names"] = _run_child("names", str(root), str(dim), embedder)
     echo(f"[scale {notes}] edit re-index (own process)")
     res["edit"] = _run_child("edit", str(root), str(dim), embedder, str(notes))
     runs = []
@@ -297,6 +314,10 @@ def render(res: dict[str, Any]) -> str:
     lines.append(f"  vector index alone HNSW load {vec['s']:.2f} s (cpu {vec['cpu_s']:.2f} s), "
                  f"+{vec['peak_mb'] - res['vectors']['phases']['import chromadb']['rss_mb']:.0f} "
                  f"MB: the vectors' share of a cold-open process")
+    names = res["names"]["phases"]
+    lines.append(f"  name index alone   {names['name index']['s']:.2f} s (cpu "
+                 f"{names['name index']['cpu_s']:.2f} s), +{names['name index']['peak_mb'] - names['imports']['rss_mb']:.0f} MB "
+                 f"(recall/names.py: built by the warm-up thread and the first full search)")
     cold = res["cold"]
     lines.append(f"  cold open          {cold['first_answer_s']:.2f} s to the first search_blocks "
                  f"answer, median of {cold['all_first_answer_s']} [target <= "
@@ -320,7 +341,7 @@ def main(argv: list[str] | None = None) -> None:
     if argv and argv[0] == "--child":
         kind, rest = argv[1], argv[2:]
         fn = {"index": child_index, "edit": child_edit, "cold": child_cold,
-              "vectors": child_vectors}[kind]
+              "vectors": child_vectors, "names": child_names}[kind]
         args: list[Any] = [rest[0], int(rest[1]), rest[2], *map(int, rest[3:])]
         print(json.dumps(fn(*args)))
         return

@@ -253,6 +253,7 @@ class Indexer:
             for bid, path, tokens in fresh:
                 self.keyword.add(bid, tokens=tokens)
                 self.block_paths[bid] = path
+            self.keyword.compact_stale()   # queries then read each term's postings whole
         if files is not None:
             log.info("%s does not cover every change since it was written; rebuilding the "
                      "graph", self.snapshot_path.name)

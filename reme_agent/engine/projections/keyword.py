@@ -11,8 +11,9 @@ Design, and why:
 - **Postings are packed int64 values** (generation | doc slot | tf), 8 bytes per posting.
   Python dicts per posting would cost ~100 bytes each, i.e. several hundred MB at 100k
   blocks. A term's postings are a slice of the *base* (one array for all terms, as loaded
-  from the cold-open snapshot, usually memory-mapped) followed by an ``array('q')`` of the
-  postings added since.
+  from the cold-open snapshot, usually memory-mapped) until a document with the term is
+  added: then the term gets its own ``array('q')``, a copy of the slice (copy on write, so
+  a query reads one contiguous array per term, as before).
 - **No Python object per document** (G6): each document's term ids and frequencies are a
   slice of the base arrays or of one growable pool; ids map to slots through
   `engine.idmap` (a sorted byte array plus a dict of what changed). Per-document numpy
@@ -162,22 +163,39 @@ class KeywordProjection:
     # --- storage ------------------------------------------------------------------------------
 
     def _postings(self, tid: int) -> np.ndarray:
-        """A term's packed postings (stale ones included): its base slice, then the ones
-        added since. Zero-copy unless it has both."""
-        base = _EMPTY
+        """A term's packed postings (stale ones included), without a copy: its base slice
+        while it has one, else its own array."""
         if tid < len(self._has_base) and self._has_base[tid]:
-            base = self._base_post[self._base_off[tid]:self._base_off[tid + 1]]
+            return self._base_post[self._base_off[tid]:self._base_off[tid + 1]]
         added = self._post[tid]
-        if added is None or not len(added):
-            return base
-        more = np.frombuffer(added, dtype=np.int64)
-        return more if not len(base) else np.concatenate((base, more))
+        return _EMPTY if added is None else np.frombuffer(added, dtype=np.int64)
 
     def _postings_len(self, tid: int) -> int:
-        n = len(self._post[tid] or ())
         if tid < len(self._has_base) and self._has_base[tid]:
-            n += int(self._base_off[tid + 1] - self._base_off[tid])
-        return n
+            return int(self._base_off[tid + 1] - self._base_off[tid])
+        return len(self._post[tid] or ())
+
+    def _own_postings(self, tid: int) -> array:
+        """The term's postings as its own array, to append to: the base slice is copied
+        the first time (so a query never joins two parts)."""
+        added = self._post[tid]
+        if added is None:
+            added = self._post[tid] = array("q")
+            if tid < len(self._has_base) and self._has_base[tid]:
+                added.frombytes(self._base_post[self._base_off[tid]:self._base_off[tid + 1]]
+                                .tobytes())
+                self._has_base[tid] = False
+        return added
+
+    def compact_stale(self) -> int:
+        """Drop the postings of removed documents from every term that has some (after a
+        cold open patched files in: queries then skip the per-term validity check);
+        returns the number of terms compacted."""
+        with self._lock:
+            stale = np.flatnonzero(self._stale[:len(self._terms)]).tolist()
+            for tid in stale:
+                self._compact(tid)
+            return len(stale)
 
     def _doc_terms(self, slot: int) -> tuple[np.ndarray, np.ndarray] | None:
         """(unique term ids, their frequencies) of the document in `slot`, or None."""
@@ -252,7 +270,7 @@ class KeywordProjection:
             tf = min(tf, _TF_MASK)
             added = post[tid]
             if added is None:
-                added = post[tid] = array("q")
+                added = self._own_postings(tid)
             added.append(base | tf)
             tids.append(tid)
             tfs.append(tf)
