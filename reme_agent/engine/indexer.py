@@ -571,7 +571,8 @@ class Indexer:
                               in self.state.folder_listings().items()}
         old = self._listings
         found, kept = self.store.scan_cached(self.extensions, old, skipped=bad_names)
-        changed = {p: (v.mtime_ns, v.files, v.folders) for p, v in kept.items() if old.get(p) != v}
+        changed = {p: (v.mtime_ns, v.files, v.folders) for p, v in kept.items()
+                   if old.get(p) is not v}   # a folder not listed again keeps its object
         self.state.save_folder_listings(changed, [p for p in old if p not in kept])
         self._listings = kept
         return found

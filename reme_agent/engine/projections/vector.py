@@ -399,7 +399,9 @@ class VectorProjection:
             except Exception as exc:  # the next call raises it again, with context
                 log.debug("warming the vector index failed: %s", exc)
 
-        threading.Thread(target=load, name="reme-warm-vectors", daemon=True).start()
+        # Not a daemon: a process that exits before its first search waits for the load
+        # instead of tearing the interpreter down under chroma's native code.
+        threading.Thread(target=load, name="reme-warm-vectors").start()
 
     def reopen(self) -> None:
         """Drop this process's chroma state for the embedded store and open it afresh.
