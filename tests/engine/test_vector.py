@@ -281,3 +281,20 @@ def test_a_collection_made_with_chromas_default_gets_the_lower_threshold(tmp_pat
     assert vp.count() == len(TEXTS)
     vp.close()
     assert _sync_threshold(path, vp.name) == SYNC_THRESHOLD
+
+
+def test_warm_loads_in_the_background_and_close_waits_for_it(tmp_path: Path) -> None:
+    import threading
+
+    path = tmp_path / "chroma"
+    vp = VectorProjection(HashEmbedder(), path)
+    _fill(vp)
+    vp.close()
+    again = VectorProjection(HashEmbedder(), path)
+    again.warm()
+    again.close()   # must not pull the store from under the loading thread
+    assert not [t for t in threading.enumerate() if t.name == "reme-warm-vectors"]
+    third = VectorProjection(HashEmbedder(), path)
+    third.warm()
+    assert third.query("vector database search", 1)[0][0] == "a.md#0"
+    third.close()
