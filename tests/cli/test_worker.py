@@ -142,7 +142,9 @@ def test_watch_with_worker_links_queued_notes_and_queues_a_split_for_a_hand_edit
         (vault.root / BIG).write_text(grown(), encoding="utf-8")  # a hand edit
         wait_for(lambda: [i.path for i in vault.queue.pending("split")] == [BIG], proc,
                  "the hand edit was not queued for a split")
-        assert f"`{BIG}`" in health_today(vault)
+        # the health line is written by the watcher after it queued the split
+        wait_for(lambda: f"`{BIG}`" in health_today(vault), proc,
+                 "the hand edit got no health line")
     finally:
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=90)
