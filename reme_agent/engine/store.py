@@ -395,11 +395,7 @@ class FileStore:
             problem = name_problem(name)
             if problem is not None:
                 plain = False
-                shown = _shown(entry.path, self.root)
-                if skipped is None:
-                    log.warning("skipped %s: %s", shown, problem)
-                else:
-                    skipped.append((shown, problem))
+                _report_skip(_shown(entry.path, self.root), problem, skipped)
                 continue
             if is_dir:
                 if follow_dir_links or not entry.is_symlink():
@@ -412,11 +408,7 @@ class FileStore:
                 continue
             if not regular:  # a FIFO, socket or device: reading it could block for ever
                 plain = False
-                shown = _shown(entry.path, self.root)
-                if skipped is None:
-                    log.warning("skipped %s: %s", shown, NOT_REGULAR)
-                else:
-                    skipped.append((shown, NOT_REGULAR))
+                _report_skip(_shown(entry.path, self.root), NOT_REGULAR, skipped)
                 continue
             path = entry.path
             files.append((entry, path[len(root):].replace(os.sep, "/") if path.startswith(root)
@@ -828,6 +820,14 @@ _STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.
 LATE_WRITE_GRACE = 0.003
 """Seconds a CAS write waits before its last look at the file it replaced (see
 `FileStore._keep_late_writes`): a writer that opened it just before the rename is caught."""
+
+
+def _report_skip(shown: str, why: str, skipped: list[tuple[str, str]] | None) -> None:
+    """A file a listing leaves out: into `skipped` when the caller collects them, else logged."""
+    if skipped is None:
+        log.warning("skipped %s: %s", shown, why)
+    else:
+        skipped.append((shown, why))
 
 
 def _bytes(content: str | bytes) -> bytes:

@@ -173,19 +173,23 @@ class GraphProjection:
                 elif not dangling and self._flags[t] & _DANGLING:
                     self._flags[t] &= ~_DANGLING
                     self._touch(target)
-                p = self._pred(predicate)
-                key = (t << _PRED_BITS) | p
-                if key in seen:
-                    continue
-                seen.add(key)
-                out.append(key)
-                inbound = self._in[t]
-                if inbound is None:
-                    inbound = self._in[t] = array("q")
-                inbound.append((s << _PRED_BITS) | p)
+                self._add_edge(s, t, self._pred(predicate), seen, out)
             self._out[s] = out or None
             for t in old_targets:
                 self._gc(t)
+
+    def _add_edge(self, s: int, t: int, p: int, seen: set[int], out: array) -> None:
+        """Link node `s` to `t` with predicate `p`, once per (target, predicate): the
+        outbound key goes to `out`, the inbound one to `t`'s array."""
+        key = (t << _PRED_BITS) | p
+        if key in seen:
+            return
+        seen.add(key)
+        out.append(key)
+        inbound = self._in[t]
+        if inbound is None:
+            inbound = self._in[t] = array("q")
+        inbound.append((s << _PRED_BITS) | p)
 
     def remove_source(self, source: str) -> None:
         """A note was deleted: drop its outbound links, and the node unless still linked to.
@@ -317,15 +321,7 @@ class GraphProjection:
                     t = self._num.get(target)
                     if t is None:   # every new target is listed itself; keep going if not
                         t = self._add_node(target, _DANGLING)
-                    key = (t << _PRED_BITS) | self._pred(predicate)
-                    if key in seen:
-                        continue
-                    seen.add(key)
-                    out.append(key)
-                    inbound = self._in[t]
-                    if inbound is None:
-                        inbound = self._in[t] = array("q")
-                    inbound.append((s << _PRED_BITS) | (key & _PRED_MASK))
+                    self._add_edge(s, t, self._pred(predicate), seen, out)
                 self._out[s] = out or None
             for path, rec in changes.items():
                 n = self._num.get(path)
