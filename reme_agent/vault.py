@@ -249,10 +249,15 @@ class Vault:
                                   lambda: self.embedder.embed_query("warm up")),
                  "reme-warm-vectors": (self._prefetch_vectors,)}
         for name, steps in plans.items():
-            thread = threading.Thread(target=run, args=(steps,), name=name, daemon=True)
+            # The vector prefetch is not a daemon: the interpreter waits for it at exit, so
+            # chroma's native code never runs in a thread while Python tears chroma down
+            # (`bench_suite`'s cold open, which exits without `close`, died of SIGSEGV in 2 of
+            # 8 test runs; none in 6 after this).
+            chroma = name == "reme-warm-vectors"
+            thread = threading.Thread(target=run, args=(steps,), name=name, daemon=not chroma)
             thread.start()
-            if name == "reme-warm-vectors":
-                self._warm_threads.append(thread)   # `close` waits: it queries chroma
+            if chroma:
+                self._warm_threads.append(thread)   # `close` waits for it too
 
     def _prefetch_vectors(self) -> None:
         """One tiny query, so chroma loads the vector index now rather than in the first
