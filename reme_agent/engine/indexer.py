@@ -17,13 +17,12 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from reme_agent.engine.idmap import BlockPaths
 from reme_agent.engine.links import Link, LinkResolver, name_key
 from reme_agent.engine.locks import flock_until
 from reme_agent.engine.names import link_names, note_title, resolver_over
@@ -34,16 +33,21 @@ from reme_agent.engine.projections.graph import GraphProjection
 from reme_agent.engine.projections.keyword import KeywordProjection
 from reme_agent.engine.projections.vector import VectorProjection
 from reme_agent.engine.snapshot import (
+    DELTA_NAME,
     SNAPSHOT_NAME,
-    Snapshot,
+    append_delta,
+    capture,
     gc_paused,
+    read_delta,
     read_snapshot,
+    restore,
     write_snapshot,
 )
 from reme_agent.engine.state import BlockRow, FileRow, IndexState
 from reme_agent.engine.store import (
     NOT_UTF8_NAME,
     FileStore,
+    FolderListing,
     decode_text,
     is_utf8,
     printable,
@@ -100,6 +104,15 @@ def _names_of(row: FileRow | None) -> list[str]:
     return [*names.aliases, *names.redirects]
 
 
+def _same_links(old: FileRow | None, new: FileRow) -> bool:
+    """Whether two rows of a note hold the same links (targets and predicates; where they
+    sit in the text does not change an edge)."""
+    if old is None:
+        return False
+    return ({(link["target"], link["predicate"]) for link in old.links}
+            == {(link["target"], link["predicate"]) for link in new.links})
+
+
 def _os_reason(exc: BaseException) -> str:
     """An OSError's reason without the absolute path the OS puts in its text."""
     return getattr(exc, "strerror", None) or type(exc).__name__
@@ -135,12 +148,16 @@ class Indexer:
         self._resolver: LinkResolver | None = None
         self._by_key: dict[str, set[str]] | None = None   # see _update_graph
         self._keys_of: dict[str, set[str]] | None = None
-        self.block_paths: dict[str, str] = {}
+        self.block_paths = BlockPaths()
         self.stamps: dict[str, str] = {}   # path -> stamp the in-memory projections reflect
         self._loaded = False
         self._generation = -1
         self._snapshot_generation = -1     # generation of the snapshot on disk (-1: none)
         self._changed_since_snapshot = 0   # files changed in memory since it was written
+        self._delta_stamps: dict[str, str | None] = {}   # changed since the last delta line
+        self._listings: dict[str, FolderListing] | None = None   # see _scan_vault
+        self._known: dict[str, tuple[int, int, str]] | None = None   # see _file_stats
+        self._scanned: dict[str, tuple[int, int]] | None = None
 
     def published_collection(self) -> str | None:
         """The vector collection readers should use (set by the last full rebuild)."""
@@ -164,6 +181,10 @@ class Indexer:
     def snapshot_path(self) -> Path:
         return self.store.internal / SNAPSHOT_NAME
 
+    @property
+    def delta_path(self) -> Path:
+        return self.store.internal / DELTA_NAME
+
     # -- cold open ---------------------------------------------------------------------
     def load(self) -> None:
         """Load BM25 and the graph: from the snapshot plus the files changed since, or else
@@ -173,57 +194,84 @@ class Indexer:
         # Another process indexed: follow the collection it published (a full rebuild makes a
         # new one) and drop chroma's per-process caches of the embedded store.
         self.vector.use(self.published_collection() or self.vector.base_name, reopen=moved)
+        if self.snapshot_path.exists():   # an indexed vault: its first search needs HNSW
+            self.vector.warm()
         with gc_paused():
             if not self._load_snapshot():
                 self._load_state()
         self._loaded = True
         self._generation = generation
+        self._known = None
 
     def _load_state(self) -> None:
         self.keyword.clear()
-        self.block_paths = {}
-        items = []
+        self.block_paths = BlockPaths()
+        block_paths = self.block_paths
+
+        def blocks() -> Iterator[tuple[str, list[str]]]:
+            for bid, path, tokens in self.state.iter_block_tokens():
+                block_paths[bid] = path
+                yield bid, tokens
+
         with self.state.reading():
             self.stamps = self.state.file_stamps()
-            for bid, path, tokens in self.state.iter_block_tokens():
-                self.block_paths[bid] = path
-                items.append((bid, tokens))
+            self.keyword.add_many(blocks())   # one block's tokens in memory at a time
             files = self.state.files()
-        self.keyword.add_many(items)
         self._rebuild_graph(files)
         self._changed_since_snapshot = max(1, len(self.stamps))
+        self._delta_stamps = {}
 
     def _load_snapshot(self) -> bool:
+        """Map the snapshot, replay its delta (the graph changes of runs since), then patch
+        in BM25 for the files whose stamp differs from the snapshot's. Only when a file
+        changed in a way the delta does not cover (a run that died before writing it) is
+        the graph rebuilt from the state."""
         snap = read_snapshot(self.snapshot_path)
         if snap is None:
             return False
+        deltas = read_delta(self.delta_path, snap.generation)
         with self.state.reading():
             current = self.state.file_stamps()
-            changed = [p for p, st in current.items() if snap.stamps.get(p) != st]
-            gone = [p for p in snap.stamps if p not in current]
+            base = snap.stamp_map()
+            changed = [p for p, st in current.items() if base.get(p) != st]
+            gone = [p for p in base if p not in current]
             if len(changed) + len(gone) > max(200, len(current) // 5):
                 return False  # mostly stale: rebuilding is as cheap and simpler
             fresh = self.state.block_tokens_of(changed) if changed else []
-            files = self.state.files() if changed or gone else None
+            expected = dict(base)
+            for entry in deltas:
+                for path, stamp in entry["stamps"].items():
+                    if stamp is None:
+                        expected.pop(path, None)
+                    else:
+                        expected[path] = stamp
+            uncovered = expected != current
+            files = self.state.files() if uncovered else None
         try:
-            self.keyword.import_arrays(snap.terms, snap.ids, snap.arrays)
-            self.graph.import_state(snap.graph)
-        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            self.block_paths = restore(snap, self.keyword, self.graph)
+            for entry in deltas:
+                self.graph.apply_changes(entry["graph"])
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             log.warning("ignoring inconsistent %s (%s)", self.snapshot_path.name, exc)
             return False
-        self.block_paths = snap.block_paths()
         self._resolver = None
+        self._by_key = self._keys_of = None
         self._snapshot_generation = snap.generation
         self._changed_since_snapshot = len(changed) + len(gone)
-        if files is not None:
-            touched = set(changed) | set(gone)
-            for bid in [b for b, p in self.block_paths.items() if p in touched]:
+        self._delta_stamps = {}
+        if changed or gone:
+            for bid in self.block_paths.ids_of_paths(set(changed) | set(gone)):
                 self.keyword.remove(bid)
                 del self.block_paths[bid]
             for bid, path, tokens in fresh:
                 self.keyword.add(bid, tokens=tokens)
                 self.block_paths[bid] = path
+            self.keyword.compact_stale()   # queries then read each term's postings whole
+        if files is not None:
+            log.info("%s does not cover every change since it was written; rebuilding the "
+                     "graph", self.snapshot_path.name)
             self._rebuild_graph(files)
+            self._changed_since_snapshot = max(1, len(current))
         self.stamps = current
         return True
 
@@ -234,39 +282,52 @@ class Indexer:
 
     # -- snapshot ----------------------------------------------------------------------
     def save_snapshot(self, force: bool = False) -> bool:
-        """Write the cold-open snapshot if memory moved past it (or `force`); True if written.
+        """Bring the cold-open snapshot up to date (call with the projections in step with
+        the state: after a run, or on close); True if the whole snapshot was written.
 
-        Call with the projections in step with the state (after a run, or on close); it takes
-        the index lock so a concurrent run in this or another process cannot interleave.
+        The whole snapshot is written when it is due (`_snapshot_due`) or `force`d;
+        otherwise what changed since goes into the delta, one small line. It takes the index
+        lock so a concurrent run in this or another process cannot interleave.
         """
         with self._index_lock():
             if not self._loaded or self.state.generation() != self._generation:
                 return False
-            if not force and self._changed_since_snapshot == 0 and self.snapshot_path.exists():
+            graph_changes = self.graph.changes()
+            if not (force or graph_changes is None or self._snapshot_due()):
+                if self._delta_stamps or graph_changes:
+                    append_delta(self.delta_path, {
+                        "base": self._snapshot_generation, "generation": self._generation,
+                        "stamps": self._delta_stamps, "graph": graph_changes})
+                    self._delta_stamps = {}
+                    self.graph.forget_changes()
                 return False
             started = time.perf_counter()
             with gc_paused():
-                terms, ids, arrays = self.keyword.export_arrays()
-                path_index: dict[str, int] = {}
-                block_paths = self.block_paths
-                arrays["doc_path"] = np.fromiter(
-                    (path_index.setdefault(block_paths[b], len(path_index)) for b in ids),
-                    dtype=np.int32, count=len(ids))
-                snap = Snapshot(self._generation, terms, ids, list(path_index), arrays,
-                                dict(self.stamps), self.graph.export_state())
+                snap = capture(self._generation, self.keyword, self.graph, self.block_paths,
+                               self.stamps)
                 size = write_snapshot(self.snapshot_path, snap)
+                self.delta_path.unlink(missing_ok=True)
+                del snap
+                # Continue on the file just written: what was built in memory (all of it,
+                # after a first index) is freed, and a long-running process stays small.
+                mapped = read_snapshot(self.snapshot_path)
+                if mapped is not None:
+                    self.block_paths = restore(mapped, self.keyword, self.graph)
             log.info("wrote %s (%.1f MB) in %.2f s", self.snapshot_path.name, size / 1e6,
                      time.perf_counter() - started)
+            self.graph.forget_changes()
             self._snapshot_generation = self._generation
             self._changed_since_snapshot = 0
+            self._delta_stamps = {}
             return True
 
-    def _snapshot_due(self, whole_vault: bool) -> bool:
-        """After a whole-vault run, or once a tenth of the files changed since the last one:
-        writing costs about as much as loading, so path-limited runs (tool writes) batch up."""
-        if self._changed_since_snapshot == 0:
-            return not self.snapshot_path.exists()
-        return whole_vault or self._changed_since_snapshot >= max(50, len(self.stamps) // 10)
+    def _snapshot_due(self) -> bool:
+        """When there is none, or a tenth of the files (at least 50) changed since it was
+        written: a whole snapshot costs seconds at 100k notes, so smaller changes (an edit
+        found by a whole-vault run, a tool's write) go into the delta instead."""
+        if not self.snapshot_path.exists() or self._snapshot_generation < 0:
+            return True
+        return self._changed_since_snapshot >= max(50, len(self.stamps) // 10)
 
     # -- indexing ----------------------------------------------------------------------
     def run(self, full: bool = False, paths: Iterable[str] | None = None,
@@ -292,18 +353,23 @@ class Indexer:
                 # Memory may be half-updated: reload from the state next time, and let the
                 # next run re-embed whatever the vector store missed.
                 self._loaded = False
+                self._known = None
                 self.state.set_meta("vectors_dirty", "1")
                 raise
             finally:
                 self._generation = self.state.bump_generation()
+            self._remember_stats(full, only, report)
             if report.changed_files or report.deleted_files:
                 self._changed_since_snapshot += len(report.changed_files) + len(
                     report.deleted_files)
-            if self._snapshot_due(only is None):
-                try:
-                    self.save_snapshot()
-                except OSError as exc:  # a cache: never fail the run over it
-                    log.warning("could not write %s: %s", self.snapshot_path.name, exc)
+                for path in report.changed_files:
+                    self._delta_stamps[path] = self.stamps.get(path)
+                for path in report.deleted_files:
+                    self._delta_stamps[path] = None
+            try:
+                self.save_snapshot()
+            except OSError as exc:  # a cache: never fail the run over it
+                log.warning("could not write %s: %s", self.snapshot_path.name, exc)
         report.seconds = round(time.perf_counter() - started, 3)
         return report
 
@@ -327,10 +393,12 @@ class Indexer:
             self.graph.clear()
             self._resolver = None
             self._by_key = self._keys_of = None
-        known = self.state.file_stats(only)
+            self._listings = {}   # list every folder again
+        known = self._file_stats(only)
         if full:  # re-read every file; the state keeps serving readers until it is replaced
             known = {p: (-1, -1, "") for p in known}
         scan = self._scan(only, report)
+        self._scanned = scan if only is None else None
         wanted = set(scan)
         gone = [p for p in known if p not in wanted]
 
@@ -470,7 +538,7 @@ class Indexer:
     def _scan(self, only: list[str] | None, report: IndexReport) -> dict[str, tuple[int, int]]:
         bad_names: list[tuple[str, str]] = []
         if only is None:
-            found = self.store.scan(self.extensions, skipped=bad_names)
+            found = self._scan_vault(bad_names)
         else:
             found = []
             for raw in only:
@@ -495,6 +563,48 @@ class Indexer:
         for path, reason in bad_names:  # filled as the scan generator ran
             self._skip(report, path, reason)
         return out
+
+    def _file_stats(self, only: list[str] | None) -> dict[str, tuple[int, int, str]]:
+        """(size, mtime_ns, stamp) of the indexed files a run compares against: for a
+        whole-vault run, what this process's last run left (no other process ran since,
+        or `load` dropped it), else read from the state (100k rows: 0.2-0.5 s)."""
+        if only is None and self._known is not None:
+            return self._known
+        return self.state.file_stats(only)
+
+    def _remember_stats(self, full: bool, only: list[str] | None, report: IndexReport) -> None:
+        """Keep what the next whole-vault run compares against, as this run left the state."""
+        scanned, self._scanned = self._scanned, None
+        if full:
+            self._known = None
+        elif only is None and scanned is not None:
+            stamps = self.stamps
+            self._known = {p: (size, mtime, stamps[p]) for p, (size, mtime) in scanned.items()
+                           if p in stamps}
+        elif self._known is not None:
+            paths = [*report.changed_files, *report.deleted_files, *(only or ())]
+            fresh = self.state.file_stats(paths)
+            for p in paths:
+                if p in fresh:
+                    self._known[p] = fresh[p]
+                else:
+                    self._known.pop(p, None)
+
+    def _scan_vault(self, bad_names: list[tuple[str, str]]) -> list[tuple[str, int, int]]:
+        """Every indexable file with its size and mtime: folders whose mtime did not move
+        since the last whole-vault run are not listed again (`FileStore.scan_cached`); their
+        listings live in the state and, between runs, in memory."""
+        if self._listings is None:
+            self._listings = {path: FolderListing(mtime, tuple(files), tuple(folders))
+                              for path, (mtime, files, folders)
+                              in self.state.folder_listings().items()}
+        old = self._listings
+        found, kept = self.store.scan_cached(self.extensions, old, skipped=bad_names)
+        changed = {p: (v.mtime_ns, v.files, v.folders) for p, v in kept.items()
+                   if old.get(p) is not v}   # a folder not listed again keeps its object
+        self.state.save_folder_listings(changed, [p for p in old if p not in kept])
+        self._listings = kept
+        return found
 
     def _parse(self, path: str, text: str, size: int, mtime_ns: int, stamp: str,
                report: IndexReport) -> tuple[FileRow, list[BlockRow], dict[str, str]]:
@@ -573,7 +683,10 @@ class Indexer:
             renamed[path] = _name_keys(path, [])
         if self._resolver is not None or self._by_key is not None:
             self._sync_names(changed, gone, uploads)
-        affected = set(changed)
+        # A note whose links are the ones it had keeps its edges: an edit of its text needs
+        # no resolver (building one walks the vault and decodes every row: seconds at 100k).
+        affected = {p for p, row in changed.items()
+                    if not (_same_links(old_rows.get(p), row) and self.graph.is_note(p))}
         if renamed:
             keys = set().union(*renamed.values())
             by_key = self._sources_index()
@@ -619,8 +732,8 @@ class Indexer:
         """Link-target key -> notes with such a link; built from the state on first use."""
         if self._by_key is None:
             self._by_key, self._keys_of = {}, {}
-            for path, row in self.state.files().items():
-                self._index_sources(path, row)
+            for path, links in self.state.iter_links():   # links only, row by row (G6)
+                self._index_sources(path, FileRow(path, 0, 0, "", {}, links, None, 0.0))
         return self._by_key
 
     def _index_sources(self, source: str, row: FileRow | None) -> None:

@@ -40,6 +40,14 @@ CREATE TABLE IF NOT EXISTS blocks (
 CREATE INDEX IF NOT EXISTS blocks_path ON blocks(path);
 """
 
+# What the last whole-vault scan saw in each folder (`FileStore.scan_cached`): a cache of the
+# folders' contents, checked against their mtimes, so it needs no schema version of its own.
+_FOLDERS = """
+CREATE TABLE IF NOT EXISTS folders (
+    path TEXT PRIMARY KEY, mtime_ns INTEGER NOT NULL, files TEXT NOT NULL, folders TEXT NOT NULL
+);
+"""
+
 
 @dataclass
 class FileRow:
@@ -102,11 +110,23 @@ class IndexState:
         except sqlite3.OperationalError:  # a new file: no tables yet
             version = None
         if version == str(SCHEMA_VERSION):
+            self._ensure_folders()
             return
-        self._db.executescript(_SCHEMA)
+        self._db.executescript(_SCHEMA + _FOLDERS)
         if version is not None:
             self.clear()
         self.set_meta("schema_version", str(SCHEMA_VERSION))
+
+    def _ensure_folders(self) -> None:
+        """The folder listings table, added to databases made before it (a read-only copy
+        simply goes without: whole-vault scans then list every folder)."""
+        try:
+            if self._db.execute("SELECT 1 FROM sqlite_master WHERE name='folders'").fetchone():
+                return
+            with self._db:
+                self._db.executescript(_FOLDERS)
+        except sqlite3.OperationalError as exc:
+            log.debug("no folder listings table: %s", exc)
 
     # -- meta --------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
@@ -148,6 +168,15 @@ class IndexState:
         with self._lock:
             rows = self._db.execute("SELECT * FROM files").fetchall()
         return {r[0]: _file_row(r) for r in rows}
+
+    def iter_links(self) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+        """(path, raw links) of every file that has links, decoded page by page: what the
+        link-key index needs, without decoding every frontmatter (100k rows: ~300 MB)."""
+        with self._lock:
+            cursor = self._db.execute("SELECT path, links FROM files WHERE links != '[]'")
+            while rows := cursor.fetchmany(4096):
+                for path, links in rows:
+                    yield path, json.loads(links)
 
     def file_stats(self, paths: Iterable[str] | None = None) -> dict[str, tuple[int, int, str]]:
         """path -> (size, mtime_ns, stamp), without decoding JSON: what a re-index compares."""
@@ -213,6 +242,35 @@ class IndexState:
             self._db.execute("DELETE FROM blocks WHERE path=?", (path,))
             self._db.execute("DELETE FROM files WHERE path=?", (path,))
 
+    # -- folder listings (scan cache) --------------------------------------------------
+    def folder_listings(self) -> dict[str, tuple[int, list[str], list[str]]]:
+        """folder -> (mtime_ns, file names, sub-folder names) as the last scan saved them."""
+        try:
+            with self._lock:
+                rows = self._db.execute("SELECT path, mtime_ns, files, folders FROM folders"
+                                        ).fetchall()
+        except sqlite3.OperationalError:
+            return {}
+        return {path: (mtime, files.split("\n") if files else [],
+                       folders.split("\n") if folders else [])
+                for path, mtime, files, folders in rows}
+
+    def save_folder_listings(self, changed: dict[str, tuple[int, Iterable[str], Iterable[str]]],
+                             removed: Iterable[str]) -> None:
+        """Replace the listings of `changed` folders and forget `removed` ones (names never
+        hold a newline: such a name is skipped by the scan)."""
+        rows = [(path, mtime, "\n".join(files), "\n".join(folders))
+                for path, (mtime, files, folders) in changed.items()]
+        gone = [(path,) for path in removed]
+        if not rows and not gone:
+            return
+        try:
+            with self._lock, self._db:
+                self._db.executemany("INSERT OR REPLACE INTO folders VALUES (?, ?, ?, ?)", rows)
+                self._db.executemany("DELETE FROM folders WHERE path=?", gone)
+        except sqlite3.OperationalError as exc:  # a cache: a read-only index goes without
+            log.debug("could not save folder listings: %s", exc)
+
     # -- blocks ------------------------------------------------------------------------
     def block_ids(self, path: str) -> list[str]:
         with self._lock:
@@ -238,11 +296,15 @@ class IndexState:
         return out
 
     def iter_block_tokens(self) -> Iterator[tuple[str, str, list[str]]]:
-        """(block id, path, tokens) for every block: what a cold open needs for BM25."""
+        """(block id, path, tokens) for every block: what a cold open needs for BM25.
+
+        Streamed in pages: decoded all at once, 550k blocks' tokens were ~16M Python strings
+        (several GB) before the first one was indexed."""
         with self._lock:
-            rows = self._db.execute("SELECT id, path, tokens FROM blocks").fetchall()
-        for block_id, path, tokens in rows:
-            yield block_id, path, json.loads(tokens)
+            cursor = self._db.execute("SELECT id, path, tokens FROM blocks")
+            while rows := cursor.fetchmany(4096):
+                for block_id, path, tokens in rows:
+                    yield block_id, path, json.loads(tokens)
 
     def block_tokens_of(self, paths: Iterable[str]) -> list[tuple[str, str, list[str]]]:
         """(block id, path, tokens) for the blocks of these paths only."""

@@ -50,6 +50,9 @@ NAME_MAX = 255  # bytes in one file or folder name (ext4, APFS, NTFS in UTF-16 u
 PATH_MAX = 4096  # bytes in a whole absolute path (Linux)
 NOT_UTF8_NAME = "the file name is not valid UTF-8; rename it"
 NOT_REGULAR = "not a regular file (a FIFO, socket or device)"
+RACY_SECONDS = 3.0
+"""A folder changed this recently is listed again by the next `scan_cached` (mtime ticks are
+coarse: a change in the same tick as a listing leaves the mtime as it was)."""
 
 log = logging.getLogger("reme_agent.store")
 
@@ -57,6 +60,16 @@ log = logging.getLogger("reme_agent.store")
 def stamp_of(data: bytes) -> str:
     """The CAS stamp: sha256 of the file's bytes."""
     return hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True)
+class FolderListing:
+    """What `FileStore.scan_cached` saw in one folder: its mtime then (0: list it again),
+    its wanted files and the sub-folders it walked, by name, in listing order."""
+
+    mtime_ns: int
+    files: tuple[str, ...]
+    folders: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -256,13 +269,75 @@ class FileStore:
         fatal): with `skipped`, (printable path, reason) is appended there for the caller's
         report (filled as the generator runs) and the caller logs it; else it is logged here.
         """
-        for entry, rel in self._walk(self.root, want=lambda name: name.lower().endswith(extensions),
-                                     sweep=True, skipped=skipped):
+        for entry, rel in self._walk(self.root, want=_wanted(extensions), sweep=True,
+                                     skipped=skipped):
             try:
                 st = entry.stat()
             except OSError:
                 continue
             yield rel, st.st_size, st.st_mtime_ns
+
+    def scan_cached(self, extensions: tuple[str, ...], listings: dict[str, FolderListing],
+                    skipped: list[tuple[str, str]] | None = None,
+                    ) -> tuple[list[tuple[str, int, int]], dict[str, FolderListing]]:
+        """What `scan` finds, plus the folder listings to pass next time (G6).
+
+        Creating, deleting or renaming an entry changes its folder's mtime; editing a file
+        in place changes only the file's. So a folder whose mtime is the one its kept
+        listing recorded is not listed again: its files are stat'ed by name, its sub-folders
+        visited from the listing. At 100k notes in 100k folders that is a stat per folder
+        and per file instead of a listing per folder and a Python object per entry.
+
+        A listing is kept only for a plain folder: no symlink, hidden-for-a-reason, temp or
+        non-regular entry in it (those are re-checked on every scan, as `scan` does), and an
+        mtime at least `RACY_SECONDS` old (a change in the same clock tick as the listing
+        would not move the mtime). Results and their order are `scan`'s.
+        """
+        want = _wanted(extensions)
+        cutoff = time.time_ns() - int(RACY_SECONDS * 1e9)
+        found: list[tuple[str, int, int]] = []
+        add, stat_of, is_reg = found.append, os.stat, stat.S_ISREG
+        kept: dict[str, FolderListing] = {}
+        root = str(self.root)
+        stack = [""]
+        while stack:   # the loop runs once per folder: kept lean on purpose
+            rel = stack.pop()
+            folder = f"{root}{os.sep}{rel}" if rel else root
+            try:
+                st = stat_of(folder)
+            except OSError:
+                continue
+            prefix = f"{rel}/" if rel else ""
+            old = listings.get(rel)
+            if old is not None and old.mtime_ns and old.mtime_ns == st.st_mtime_ns:
+                kept[rel] = old
+                base = folder + os.sep
+                for name in old.files:
+                    try:
+                        fst = stat_of(base + name)
+                    except OSError:
+                        continue
+                    if is_reg(fst.st_mode):
+                        add((prefix + name, fst.st_size, fst.st_mtime_ns))
+                if old.folders:
+                    stack.extend([prefix + name for name in old.folders])
+                continue
+            files, folders, plain = self._list_folder(folder, want=want, sweep=True,
+                                                      skipped=skipped)
+            names: list[str] = []
+            for entry, path in files:
+                try:
+                    fst = entry.stat()
+                except OSError:
+                    plain = False
+                    continue
+                names.append(entry.name)
+                found.append((path, fst.st_size, fst.st_mtime_ns))
+            mtime = st.st_mtime_ns if plain and st.st_mtime_ns < cutoff else 0
+            kept[rel] = FolderListing(mtime, tuple(names),
+                                      tuple(os.path.basename(f) for f in folders))
+            stack.extend(prefix + os.path.basename(f) for f in folders)
+        return found, kept
 
     def _walk(self, base: Path, *, recursive: bool = True, follow_dir_links: bool = True,
               want: Callable[[str], bool] | None = None, sweep: bool = False,
@@ -275,56 +350,78 @@ class FileStore:
         out; relative paths are sliced from the entry's path (Path objects were half the cost
         of a no-op index run).
         """
-        root = str(self.root) + os.sep
         stack = [str(base)]
         while stack:
-            folder = stack.pop()
-            try:
-                entries = list(os.scandir(folder))
-            except OSError:
+            files, folders, _ = self._list_folder(stack.pop(), want=want, sweep=sweep,
+                                                  skipped=skipped,
+                                                  follow_dir_links=follow_dir_links)
+            yield from files
+            if recursive:
+                stack.extend(folders)
+
+    def _list_folder(self, folder: str, *, want: Callable[[str], bool] | None, sweep: bool,
+                     skipped: list[tuple[str, str]] | None, follow_dir_links: bool = True,
+                     ) -> tuple[list[tuple[os.DirEntry[str], str]], list[str], bool]:
+        """One folder of `_walk`: (wanted files with their vault paths, sub-folders to walk,
+        plain), where plain means no entry was a symlink, temp file or skipped name."""
+        root = str(self.root) + os.sep
+        files: list[tuple[os.DirEntry[str], str]] = []
+        folders: list[str] = []
+        plain = True
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            return files, folders, False
+        for entry in entries:
+            name = entry.name
+            if name.startswith(".tmp-"):
+                plain = False
+                if sweep:
+                    self._sweep_temp(entry)
                 continue
-            for entry in entries:
-                name = entry.name
-                if name.startswith(".tmp-"):
-                    if sweep:
-                        self._sweep_temp(entry)
-                    continue
-                if is_hidden(name) or self._forbidden_link(entry):
-                    continue
-                try:
-                    is_dir = entry.is_dir()
-                except OSError:
-                    continue
-                if is_dir and name in self.ignored:
-                    continue
-                if not is_dir and want is not None and not want(name):
-                    continue
-                problem = name_problem(name)
-                if problem is not None:
-                    shown = _shown(entry.path, self.root)
-                    if skipped is None:
-                        log.warning("skipped %s: %s", shown, problem)
-                    else:
-                        skipped.append((shown, problem))
-                    continue
-                if is_dir:
-                    if recursive and (follow_dir_links or not entry.is_symlink()):
-                        stack.append(entry.path)
-                    continue
-                try:
-                    regular = entry.is_file()
-                except OSError:
-                    continue
-                if not regular:  # a FIFO, socket or device: reading it could block for ever
-                    shown = _shown(entry.path, self.root)
-                    if skipped is None:
-                        log.warning("skipped %s: %s", shown, NOT_REGULAR)
-                    else:
-                        skipped.append((shown, NOT_REGULAR))
-                    continue
-                path = entry.path
-                yield entry, (path[len(root):].replace(os.sep, "/") if path.startswith(root)
-                              else self.relpath(Path(path)))
+            if entry.is_symlink():
+                plain = False
+            if is_hidden(name) or self._forbidden_link(entry):
+                continue
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                plain = False
+                continue
+            if is_dir and name in self.ignored:
+                continue
+            if not is_dir and want is not None and not want(name):
+                continue
+            problem = name_problem(name)
+            if problem is not None:
+                plain = False
+                shown = _shown(entry.path, self.root)
+                if skipped is None:
+                    log.warning("skipped %s: %s", shown, problem)
+                else:
+                    skipped.append((shown, problem))
+                continue
+            if is_dir:
+                if follow_dir_links or not entry.is_symlink():
+                    folders.append(entry.path)
+                continue
+            try:
+                regular = entry.is_file()
+            except OSError:
+                plain = False
+                continue
+            if not regular:  # a FIFO, socket or device: reading it could block for ever
+                plain = False
+                shown = _shown(entry.path, self.root)
+                if skipped is None:
+                    log.warning("skipped %s: %s", shown, NOT_REGULAR)
+                else:
+                    skipped.append((shown, NOT_REGULAR))
+                continue
+            path = entry.path
+            files.append((entry, path[len(root):].replace(os.sep, "/") if path.startswith(root)
+                          else self.relpath(Path(path))))
+        return files, folders, plain
 
     @staticmethod
     def _sweep_temp(entry: os.DirEntry[str], max_age: float = 600.0) -> None:
@@ -671,6 +768,10 @@ def _fsynced_temp(folder: Path, data: bytes) -> str:
 def printable(text: str) -> str:
     """`text` with lone surrogates shown as escapes, so a message about it can be encoded."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _wanted(extensions: tuple[str, ...]) -> Callable[[str], bool]:
+    return lambda name: name.lower().endswith(extensions)
 
 
 def is_hidden(name: str) -> bool:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
+from reme_agent.engine.projections import keyword as keyword_module
 from reme_agent.engine.projections.keyword import KeywordProjection
 
 
@@ -282,3 +283,54 @@ def test_memoised_scores_and_coverage_follow_writes() -> None:
     assert kp.scores(q) == pytest.approx(fresh.scores(q), abs=1e-12)
     assert kp.scores(q) != before
     assert kp.coverage(q, ["d3", "d4", "extra"]) == fresh.coverage(q, ["d3", "d4", "extra"])
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_an_index_on_snapshot_arrays_answers_as_one_built_in_memory(
+        seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """G6: documents on the (mapped) base arrays and in the pool, postings split between the
+    base and what was added since, pool compaction: every answer, ties included, equals an
+    index that lived through the same changes in memory only."""
+    monkeypatch.setattr(keyword_module, "_POOL_MIN_GARBAGE", 64)   # compact the pool often
+    compactions: list[int] = []
+    real = KeywordProjection._compact_pool
+    monkeypatch.setattr(KeywordProjection, "_compact_pool",
+                        lambda self: (compactions.append(1), real(self))[1])
+    corpus = _corpus(seed, 300)
+    extra = _corpus(seed + 10, 200)
+    built = KeywordProjection(tokenizer=str.split)
+    built.add_many((f"d{i}", toks) for i, toks in enumerate(corpus))
+    loaded = KeywordProjection(tokenizer=str.split)
+    terms, ids, arrays = built.export_arrays()
+    loaded.import_arrays(terms, ids, {k: _read_only(v) for k, v in arrays.items()})
+    rng = random.Random(seed)
+    queries = [" ".join(q) for q in _queries(seed)]
+    for step in range(400):
+        doc_id = f"d{rng.randint(0, 340)}"
+        for kp in (built, loaded):
+            if step % 3 == 0:
+                kp.remove(doc_id)
+            else:
+                kp.add(doc_id, tokens=extra[step % len(extra)] + [f"new{step % 7}"])
+        if step % 50 == 49:
+            for q in queries:
+                assert loaded.query(q, 20) == built.query(q, 20), (step, q)
+                assert loaded.containing_all(q.split(), 10) == built.containing_all(q.split(), 10)
+            assert loaded.scores(["t0", "t3"]) == built.scores(["t0", "t3"])
+            sample = [f"d{i}" for i in range(0, 340, 7)]
+            assert loaded.coverage(["t1", "t9", "zz"], sample) == \
+                built.coverage(["t1", "t9", "zz"], sample)
+            assert [loaded.tokens_of(d) for d in sample] == [built.tokens_of(d) for d in sample]
+    assert loaded.doc_ids() == built.doc_ids() and len(loaded) == len(built)
+    assert compactions, "the pool must have been compacted at least once"
+    again = KeywordProjection(tokenizer=str.split)
+    again.import_arrays(*loaded.export_arrays())
+    for q in queries:
+        assert again.query(q, 20) == loaded.query(q, 20)
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    """A read-only view, as a mapped snapshot gives: writing into it would raise."""
+    view = a.view()
+    view.flags.writeable = False
+    return view

@@ -8,9 +8,16 @@ rank_bm25 itself cannot be used directly because it must be rebuilt on every cha
 
 Design, and why:
 
-- **Postings are packed int64 arrays** (``array('q')`` per term: generation | doc slot | tf),
-  8 bytes per posting. Python dicts per posting would cost ~100 bytes each, i.e. several
-  hundred MB at 100k blocks.
+- **Postings are packed int64 values** (generation | doc slot | tf), 8 bytes per posting.
+  Python dicts per posting would cost ~100 bytes each, i.e. several hundred MB at 100k
+  blocks. A term's postings are a slice of the *base* (one array for all terms, as loaded
+  from the cold-open snapshot, usually memory-mapped) until a document with the term is
+  added: then the term gets its own ``array('q')``, a copy of the slice (copy on write, so
+  a query reads one contiguous array per term, as before).
+- **No Python object per document** (G6): each document's term ids and frequencies are a
+  slice of the base arrays or of one growable pool; ids map to slots through
+  `engine.idmap` (a sorted byte array plus a dict of what changed). Per-document numpy
+  arrays and a dict of 550k ids cost ~600 MB at 100k notes.
 - **add is O(len(doc)); remove is O(unique terms of the doc)**: removal bumps the slot's
   generation, which invalidates its postings in place; a term's array is compacted once
   more than half of it is stale. Term df and document lengths are kept exactly.
@@ -26,10 +33,12 @@ from __future__ import annotations
 import threading
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from reme_agent.engine.chunked import Chunked
+from reme_agent.engine.idmap import SlotIds, SlotIndex, SortedIds, encode_ids
 from reme_agent.engine.tokenize import tokenize
 
 __all__ = ["KeywordProjection", "QueryScores"]
@@ -41,6 +50,9 @@ _SLOT_MASK = (1 << _SLOT_BITS) - 1
 _GEN_SHIFT = _TF_BITS + _SLOT_BITS
 _GEN_MASK = (1 << 23) - 1  # keeps packed values positive int64
 _MAX_SLOTS = 1 << _SLOT_BITS
+_EMPTY = np.zeros(0, dtype=np.int64)
+_NONE, _IN_BASE, _IN_POOL = 0, 1, 2   # where a slot's terms live (`_doc_src`)
+_POOL_MIN_GARBAGE = 1 << 16            # pool entries of removed documents before compacting
 
 
 def _grow(a: np.ndarray, n: int) -> np.ndarray:
@@ -76,17 +88,30 @@ class KeywordProjection:
         self._tid: dict[str, int] = {}
         self._terms: list[str | None] = []
         self._free_tids: list[int] = []
-        self._post: list[array] = []
+        self._post: list[array | None] = []   # postings added since the base, per term
         self._df = np.zeros(0, dtype=np.int64)
         self._stale = np.zeros(0, dtype=np.int64)
+        # the base: postings of every term as loaded (term t owns base_post[off[t]:off[t+1]]
+        # while has_base[t]), and each base slot's term ids/frequencies
+        self._base_post = _EMPTY
+        self._base_off = np.zeros(1, dtype=np.int64)
+        self._has_base = np.zeros(0, dtype=bool)
+        self._base_tid = np.zeros(0, dtype=np.int32)
+        self._base_tf = np.zeros(0, dtype=np.int32)
         # documents
-        self._slot: dict[str, int] = {}
-        self._ids: list[str | None] = []
+        self._slot = SlotIndex()
+        self._ids = SlotIds()
         self._free_slots: list[int] = []
         self._gen = np.zeros(0, dtype=np.int64)
         self._dl = np.zeros(0, dtype=np.float64)
-        self._doc_tids: list[np.ndarray | None] = []  # unique term ids of each document
-        self._doc_tfs: list[np.ndarray | None] = []  # their term frequencies (for tokens_of)
+        # a slot's unique term ids and their frequencies: base or pool slice (or none)
+        self._doc_src = np.zeros(0, dtype=np.int8)
+        self._doc_pos = np.zeros(0, dtype=np.int64)
+        self._doc_len = np.zeros(0, dtype=np.int32)
+        self._pool_tid = np.zeros(0, dtype=np.int32)
+        self._pool_tf = np.zeros(0, dtype=np.int32)
+        self._pool_used = 0
+        self._pool_garbage = 0
         self._total_len = 0
         # cached idf (per term id), None when a write made it stale
         self._idf: np.ndarray | None = None
@@ -137,11 +162,94 @@ class KeywordProjection:
         else:
             tid = len(self._terms)
             self._terms.append(term)
-            self._post.append(array("q"))
+            self._post.append(None)
             self._df = _grow(self._df, tid)
             self._stale = _grow(self._stale, tid)
         self._tid[term] = tid
         return tid
+
+    # --- storage ------------------------------------------------------------------------------
+
+    def _postings(self, tid: int) -> np.ndarray:
+        """A term's packed postings (stale ones included), without a copy: its base slice
+        while it has one, else its own array."""
+        if tid < len(self._has_base) and self._has_base[tid]:
+            return self._base_post[self._base_off[tid]:self._base_off[tid + 1]]
+        added = self._post[tid]
+        return _EMPTY if added is None else np.frombuffer(added, dtype=np.int64)
+
+    def _postings_len(self, tid: int) -> int:
+        if tid < len(self._has_base) and self._has_base[tid]:
+            return int(self._base_off[tid + 1] - self._base_off[tid])
+        return len(self._post[tid] or ())
+
+    def _own_postings(self, tid: int) -> array:
+        """The term's postings as its own array, to append to: the base slice is copied
+        the first time (so a query never joins two parts)."""
+        added = self._post[tid]
+        if added is None:
+            added = self._post[tid] = array("q")
+            if tid < len(self._has_base) and self._has_base[tid]:
+                added.frombytes(self._base_post[self._base_off[tid]:self._base_off[tid + 1]]
+                                .tobytes())
+                self._has_base[tid] = False
+        return added
+
+    def compact_stale(self) -> int:
+        """Drop the postings of removed documents from every term that has some (after a
+        cold open patched files in: queries then skip the per-term validity check);
+        returns the number of terms compacted."""
+        with self._lock:
+            stale = np.flatnonzero(self._stale[:len(self._terms)]).tolist()
+            for tid in stale:
+                self._compact(tid)
+            return len(stale)
+
+    def _doc_terms(self, slot: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """(unique term ids, their frequencies) of the document in `slot`, or None."""
+        src = self._doc_src[slot]
+        if src == _NONE:
+            return None
+        pos, n = int(self._doc_pos[slot]), int(self._doc_len[slot])
+        if src == _IN_BASE:
+            return self._base_tid[pos:pos + n], self._base_tf[pos:pos + n]
+        return self._pool_tid[pos:pos + n], self._pool_tf[pos:pos + n]
+
+    def _store_doc(self, slot: int, tids: list[int], tfs: list[int]) -> None:
+        """Append a document's terms to the pool (growing it by doubling, compacting it
+        once more than half of it belongs to removed documents)."""
+        n = len(tids)
+        if self._pool_used + n > len(self._pool_tid):
+            if self._pool_garbage > max(_POOL_MIN_GARBAGE, self._pool_used // 2):
+                self._compact_pool()
+            if self._pool_used + n > len(self._pool_tid):
+                size = max(self._pool_used + n, 2 * len(self._pool_tid), 1024)
+                for name in ("_pool_tid", "_pool_tf"):
+                    grown = np.zeros(size, dtype=np.int32)
+                    grown[:self._pool_used] = getattr(self, name)[:self._pool_used]
+                    setattr(self, name, grown)
+        pos = self._pool_used
+        self._pool_tid[pos:pos + n] = tids
+        self._pool_tf[pos:pos + n] = tfs
+        self._pool_used += n
+        self._doc_src[slot] = _IN_POOL
+        self._doc_pos[slot] = pos
+        self._doc_len[slot] = n
+
+    def _compact_pool(self) -> None:
+        """Move the live pool documents together, in place order (vectorised)."""
+        slots = np.flatnonzero(self._doc_src[:len(self._ids)] == _IN_POOL)
+        slots = slots[np.argsort(self._doc_pos[slots], kind="stable")]
+        lens = self._doc_len[slots].astype(np.int64)
+        starts = self._doc_pos[slots]
+        new_pos = np.cumsum(lens) - lens
+        total = int(lens.sum())
+        take = np.repeat(starts - new_pos, lens) + np.arange(total, dtype=np.int64)
+        self._pool_tid[:total] = self._pool_tid[take]
+        self._pool_tf[:total] = self._pool_tf[take]
+        self._doc_pos[slots] = new_pos
+        self._pool_used = total
+        self._pool_garbage = 0
 
     def _add(self, doc_id: str, tokens: list[str]) -> None:
         self._version += 1
@@ -154,10 +262,11 @@ class KeywordProjection:
             if slot >= _MAX_SLOTS:
                 raise OverflowError("KeywordProjection holds at most 16.7M documents")
             self._ids.append(None)
-            self._doc_tids.append(None)
-            self._doc_tfs.append(None)
             self._gen = _grow(self._gen, slot)
             self._dl = _grow(self._dl, slot)
+            self._doc_src = _grow(self._doc_src, slot)
+            self._doc_pos = _grow(self._doc_pos, slot)
+            self._doc_len = _grow(self._doc_len, slot)
         base = (int(self._gen[slot]) << _GEN_SHIFT) | (slot << _TF_BITS)
         tids: list[int] = []
         tfs: list[int] = []
@@ -168,13 +277,14 @@ class KeywordProjection:
             if tid is None:
                 tid = self._new_tid(term)
             tf = min(tf, _TF_MASK)
-            post[tid].append(base | tf)
+            added = post[tid]
+            if added is None:
+                added = self._own_postings(tid)
+            added.append(base | tf)
             tids.append(tid)
             tfs.append(tf)
-        arr = np.asarray(tids, dtype=np.int64)
-        self._df[arr] += 1
-        self._doc_tids[slot] = arr
-        self._doc_tfs[slot] = np.asarray(tfs, dtype=np.int32)
+        self._df[np.asarray(tids, dtype=np.int64)] += 1
+        self._store_doc(slot, tids, tfs)
         self._ids[slot] = doc_id
         self._slot[doc_id] = slot
         self._dl[slot] = len(tokens)
@@ -186,9 +296,11 @@ class KeywordProjection:
         if slot is None:
             return
         self._version += 1
-        tids = self._doc_tids[slot]
-        self._doc_tids[slot] = None
-        self._doc_tfs[slot] = None
+        terms = self._doc_terms(slot)
+        tids = None if terms is None else terms[0].astype(np.int64)
+        if self._doc_src[slot] == _IN_POOL:
+            self._pool_garbage += int(self._doc_len[slot])
+        self._doc_src[slot] = _NONE
         self._ids[slot] = None
         self._total_len -= int(self._dl[slot])
         self._dl[slot] = 0.0
@@ -205,19 +317,25 @@ class KeywordProjection:
                 if term is not None:
                     del self._tid[term]
                 self._terms[tid] = None
-                self._post[tid] = array("q")
+                self._post[tid] = None
+                self._drop_base(tid)
                 self._stale[tid] = 0
                 self._free_tids.append(tid)
-            elif self._stale[tid] > 8 and 2 * self._stale[tid] > len(self._post[tid]):
+            elif self._stale[tid] > 8 and 2 * self._stale[tid] > self._postings_len(tid):
                 self._compact(tid)
+
+    def _drop_base(self, tid: int) -> None:
+        if tid < len(self._has_base):
+            self._has_base[tid] = False
 
     def _compact(self, tid: int) -> None:
         """Drop the postings of removed/replaced documents from one term's array."""
-        packed = np.frombuffer(self._post[tid], dtype=np.int64).copy()
+        packed = self._postings(tid)
         keep = packed[self._valid(packed)]
         fresh = array("q")
         fresh.frombytes(keep.tobytes())
         self._post[tid] = fresh
+        self._drop_base(tid)
         self._stale[tid] = 0
 
     def _valid(self, packed: np.ndarray) -> np.ndarray:
@@ -272,7 +390,7 @@ class KeywordProjection:
             tid = self._tid.get(term)
             if tid is None:
                 continue
-            packed = np.frombuffer(self._post[tid], dtype=np.int64)
+            packed = self._postings(tid)
             if self._stale[tid]:
                 packed = packed[self._valid(packed)]
             slots = (packed >> _TF_BITS) & _SLOT_MASK
@@ -375,7 +493,8 @@ class KeywordProjection:
             out: dict[str, float] = {}
             for doc in doc_ids:
                 slot = self._slot.get(doc)
-                held = self._doc_tids[slot] if slot is not None else None
+                terms = self._doc_terms(slot) if slot is not None else None
+                held = terms[0] if terms is not None else None
                 if total <= 0 or not weight_of:
                     out[doc] = 0.0
                     continue
@@ -412,7 +531,7 @@ class KeywordProjection:
             count = np.zeros(len(self._ids), dtype=np.int32)
             for term in uniq:
                 tid = self._tid[term]
-                packed = np.frombuffer(self._post[tid], dtype=np.int64)
+                packed = self._postings(tid)
                 if self._stale[tid]:
                     packed = packed[self._valid(packed)]
                 count[(packed >> _TF_BITS) & _SLOT_MASK] += 1
@@ -466,9 +585,10 @@ class KeywordProjection:
             slot = self._slot.get(doc_id)
             if slot is None:
                 return None
-            tids, tfs = self._doc_tids[slot], self._doc_tfs[slot]
-            if tids is None or tfs is None:
+            held = self._doc_terms(slot)
+            if held is None:
                 return []
+            tids, tfs = held
             terms = self._terms
             return [
                 t
@@ -478,74 +598,143 @@ class KeywordProjection:
 
     # --- snapshot -----------------------------------------------------------------------------
 
-    def export_arrays(self) -> tuple[list[str], list[str], dict[str, np.ndarray]]:
+    def export_arrays(self, chunked: bool = False
+                      ) -> tuple[list[str], np.ndarray, dict[str, np.ndarray | Chunked]]:
         """(terms, doc ids, arrays) of the live index, compacted, for a cold-open snapshot.
 
-        Only the per-document view is stored (term ids and tfs per document, lengths);
-        ``import_arrays`` rebuilds the postings from it with one stable sort, which is ~20×
-        faster than re-adding the documents and needs no tokens from SQLite.
+        Ids come as a fixed-width byte array in slot order; the arrays hold each document's
+        terms (``doc_off``/``doc_tid``/``doc_tf``, ``dl``), every term's postings
+        (``post_off``/``post``, so a reader needs no sort) and the ids sorted for lookups
+        (``ids_sorted``/``ids_order``). Slots are renumbered densely in their old order, so
+        ties still break the same way. With `chunked`, the three large arrays come as
+        `Chunked` (computed slice by slice while they are written; the index must not change
+        until then: the indexer holds its lock).
         """
         with self._lock:
-            live_slots = sorted(self._slot.values())  # keeps the old slot order (tie order)
-            live_tids = [t for t, term in enumerate(self._terms) if term is not None]
+            live = np.sort(self._slot.slots())
+            n = len(live)
+            live_tids = np.array([t for t, term in enumerate(self._terms) if term is not None],
+                                 dtype=np.int64)
             remap = np.full(len(self._terms) + 1, -1, dtype=np.int64)
             remap[live_tids] = np.arange(len(live_tids))
-            tid_parts = [self._doc_tids[s] for s in live_slots]
-            tf_parts = [self._doc_tfs[s] for s in live_slots]
-            lengths = np.fromiter((len(p) for p in tid_parts), dtype=np.int64, count=len(tid_parts))
-            doc_off = np.zeros(len(live_slots) + 1, dtype=np.int64)
-            np.cumsum(lengths, out=doc_off[1:])
-            doc_tid = (remap[np.concatenate(tid_parts)] if tid_parts
-                       else np.zeros(0, dtype=np.int64)).astype(np.int32)
-            doc_tf = (np.concatenate(tf_parts) if tf_parts
-                      else np.zeros(0, dtype=np.int32)).astype(np.int32)
-            arrays = {"doc_off": doc_off, "doc_tid": doc_tid, "doc_tf": doc_tf,
-                      "dl": self._dl[live_slots].astype(np.float64)}
-            terms = [self._terms[t] for t in live_tids]
-            ids = [self._ids[s] for s in live_slots]
-            return terms, ids, arrays  # type: ignore[return-value]
+            lens = self._doc_len[live].astype(np.int64)
+            doc_off = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(lens, out=doc_off[1:])
+            new_slot = np.full(len(self._ids) + 1, -1, dtype=np.int64)
+            new_slot[live] = np.arange(n)
+            df = self._df[live_tids] if len(live_tids) else np.zeros(0, dtype=np.int64)
+            post_off = np.zeros(len(live_tids) + 1, dtype=np.int64)
+            np.cumsum(df, out=post_off[1:])
+            tids = live_tids.tolist()
+            ids = self._export_ids(live)
+            order = np.argsort(ids, kind="stable")
+            step = 1 << 16   # slots per slice: index arrays for 16M postings would be 130 MB
 
-    def import_arrays(self, terms: list[str], ids: list[str], arrays: dict[str, np.ndarray]) -> None:
-        """Replace the index with one exported by ``export_arrays`` (same scores, same ties)."""
+            def doc_terms(which: int) -> Iterator[np.ndarray]:
+                for a in range(0, n, step):
+                    with self._lock:
+                        part, plen = live[a:a + step], lens[a:a + step]
+                        lo, hi = int(doc_off[a]), int(doc_off[min(a + step, n)])
+                        take = (np.repeat(self._doc_pos[part] - (doc_off[a:a + len(part)] - lo),
+                                          plen) + np.arange(hi - lo, dtype=np.int64))
+                        from_base = np.repeat(self._doc_src[part] == _IN_BASE, plen)
+                        base = (self._base_tid, self._base_tf)[which]
+                        pool = (self._pool_tid, self._pool_tf)[which]
+                        out = np.empty(hi - lo, dtype=np.int32)
+                        out[from_base] = base[take[from_base]]
+                        out[~from_base] = pool[take[~from_base]]
+                    yield remap[out].astype(np.int32) if which == 0 else out
+
+            def postings() -> Iterator[np.ndarray]:
+                for a in range(0, len(tids), 4096):   # terms in groups: few numpy calls
+                    with self._lock:
+                        packed = np.concatenate([self._postings(t) for t in tids[a:a + 4096]]
+                                                or [_EMPTY])
+                        packed = packed[self._valid(packed)]
+                    if len(packed) != int(post_off[min(a + 4096, len(tids))] - post_off[a]):
+                        raise AssertionError("document frequencies do not match the postings")
+                    yield (new_slot[(packed >> _TF_BITS) & _SLOT_MASK] << _TF_BITS) \
+                        | (packed & _TF_MASK)
+
+            total = int(doc_off[-1])
+            big: dict[str, Chunked] = {
+                "doc_tid": Chunked(np.dtype(np.int32), total, lambda: doc_terms(0)),
+                "doc_tf": Chunked(np.dtype(np.int32), total, lambda: doc_terms(1)),
+                "post": Chunked(np.dtype(np.int64), int(post_off[-1]), postings)}
+            arrays: dict[str, np.ndarray | Chunked] = {
+                "doc_off": doc_off, "dl": self._dl[live].astype(np.float64),
+                "post_off": post_off, "ids_sorted": ids[order],
+                "ids_order": order.astype(np.int64),
+                **(big if chunked else {k: v.whole() for k, v in big.items()})}
+            return [self._terms[t] for t in tids], ids, arrays  # type: ignore[misc]
+
+    def _export_ids(self, live: np.ndarray) -> np.ndarray:
+        """The ids of `live` slots as one fixed-width byte array, filled slice by slice."""
+        ids = self._ids
+        width = max([ids._base.itemsize if len(ids._base) else 1]
+                    + [len(v.encode("utf-8")) for v in (*ids._over.values(), *ids._tail)
+                       if v is not None])
+        out = np.empty(len(live), dtype=f"S{width}")
+        slots = live.tolist()
+        for a in range(0, len(slots), 1 << 16):
+            out[a:a + (1 << 16)] = encode_ids([ids[s] for s in slots[a:a + (1 << 16)]])  # type: ignore[misc]
+        return out
+
+    def import_arrays(self, terms: list[str], ids: Sequence[str] | np.ndarray,
+                      arrays: dict[str, np.ndarray]) -> None:
+        """Replace the index with one exported by ``export_arrays`` (same scores, same ties).
+
+        The arrays are used as they are (a memory-mapped snapshot stays mapped): nothing is
+        written into them, and only per-slot and per-term bookkeeping is copied.
+        """
+        ids_arr = encode_ids(ids)
         doc_off = np.asarray(arrays["doc_off"], dtype=np.int64)
-        doc_tid = np.asarray(arrays["doc_tid"], dtype=np.int64)
-        doc_tf = np.asarray(arrays["doc_tf"], dtype=np.int64)
+        doc_tid = np.asarray(arrays["doc_tid"], dtype=np.int32)
+        doc_tf = np.asarray(arrays["doc_tf"], dtype=np.int32)
         dl = np.asarray(arrays["dl"], dtype=np.float64)
-        n_docs, n_terms = len(ids), len(terms)
-        if len(doc_off) != n_docs + 1 or len(dl) != n_docs or int(doc_off[-1]) != len(doc_tid):
+        n_docs, n_terms = len(ids_arr), len(terms)
+        if len(doc_off) != n_docs + 1 or len(dl) != n_docs or int(doc_off[-1]) != len(doc_tid) \
+                or len(doc_tf) != len(doc_tid) or (n_docs and np.any(np.diff(doc_off) < 0)):
             raise ValueError("keyword snapshot arrays do not match their ids")
         if n_docs > _MAX_SLOTS:
             raise OverflowError("KeywordProjection holds at most 16.7M documents")
-        counts = np.diff(doc_off)
-        doc_slot = np.repeat(np.arange(n_docs, dtype=np.int64), counts)
-        order = np.argsort(doc_tid, kind="stable")  # per term: documents in slot order
-        packed = (doc_slot[order] << _TF_BITS) | doc_tf[order]
-        df = np.bincount(doc_tid, minlength=n_terms).astype(np.int64)
-        term_end = np.cumsum(df)
-        raw = memoryview(packed.tobytes())
-        post: list[array] = []
-        start = 0
-        for end in term_end.tolist():
-            a = array("q")
-            a.frombytes(raw[start * 8:end * 8])
-            post.append(a)
-            start = end
-        tids32 = doc_tid.astype(np.int64)
-        tfs32 = doc_tf.astype(np.int32)
-        cuts = doc_off[1:-1]
+        if "post" in arrays and "post_off" in arrays:
+            post = np.asarray(arrays["post"], dtype=np.int64)
+            post_off = np.asarray(arrays["post_off"], dtype=np.int64)
+        else:  # arrays without postings: sort the documents' terms by term, once
+            counts = np.diff(doc_off)
+            doc_slot = np.repeat(np.arange(n_docs, dtype=np.int64), counts)
+            order = np.argsort(doc_tid, kind="stable")  # per term: documents in slot order
+            post = (doc_slot[order] << _TF_BITS) | doc_tf[order].astype(np.int64)
+            post_off = np.zeros(n_terms + 1, dtype=np.int64)
+            np.cumsum(np.bincount(doc_tid, minlength=n_terms), out=post_off[1:])
+        if len(post_off) != n_terms + 1 or int(post_off[-1]) != len(post) \
+                or (n_terms and np.any(np.diff(post_off) < 0)):
+            raise ValueError("keyword snapshot postings do not match their terms")
+        if "ids_sorted" in arrays and "ids_order" in arrays:
+            by_id = SortedIds(arrays["ids_sorted"], np.asarray(arrays["ids_order"]))
+            if len(by_id) != n_docs:
+                raise ValueError("keyword snapshot id index does not match the ids")
+        else:
+            by_id = SortedIds.build(ids_arr)
+        df = np.diff(post_off).astype(np.int64)
         with self._lock:
             self._reset()
             self._terms = list(terms)
             self._tid = {t: i for i, t in enumerate(terms)}
-            self._post = post
+            self._post = [None] * n_terms
             self._df = df
             self._stale = np.zeros(n_terms, dtype=np.int64)
-            self._ids = list(ids)
-            self._slot = {d: i for i, d in enumerate(ids)}
+            self._base_post, self._base_off = post, post_off
+            self._has_base = np.ones(n_terms, dtype=bool)
+            self._base_tid, self._base_tf = doc_tid, doc_tf
+            self._ids = SlotIds(ids_arr)
+            self._slot = SlotIndex(by_id)
             self._gen = np.zeros(n_docs, dtype=np.int64)
             self._dl = dl.copy()
-            self._doc_tids = list(np.split(tids32, cuts)) if n_docs else []
-            self._doc_tfs = list(np.split(tfs32, cuts)) if n_docs else []
+            self._doc_src = np.full(n_docs, _IN_BASE, dtype=np.int8)
+            self._doc_pos = doc_off[:-1].copy()
+            self._doc_len = np.diff(doc_off).astype(np.int32)
             self._total_len = int(dl.sum())
 
 
