@@ -85,7 +85,6 @@ class Vault:
         self._lock = threading.RLock()
         self._vector_client: Any | None = None
         self._warming = False
-        self._warm_threads: list[threading.Thread] = []
         self._closing = threading.Event()
         self._queue: WorkQueue | None = None
         self._queue_lock = threading.Lock()
@@ -224,16 +223,21 @@ class Vault:
             self.indexer.ensure_fresh()
 
     def _warm_up(self) -> None:
-        """On the first `ready`, load what the first search needs in the background while
-        this thread loads the projections (G6, in the order the search needs them): jieba's
-        dictionary and search's name index, then the embedding model; and, on a second
-        thread, the vector index (chroma reads its HNSW files on the first query, mostly
-        outside the GIL). `close` waits for the second one before closing chroma."""
+        """On the first `ready`, load what the first search needs in a background thread
+        while this one loads the projections, in the order the search needs them (G6):
+        jieba's dictionary and search's name index, then the embedding model. (The vector
+        index warms itself: `VectorProjection.warm` from `Indexer.load`.)"""
         if self._warming:
             return
         self._warming = True
 
-        def run(steps: tuple[Callable[[], object], ...]) -> None:
+        from reme_agent.engine.tokenize import warm_up
+        from reme_agent.recall.names import index_for
+
+        steps = (warm_up, lambda: index_for(self),   # names: ~1.5 s at 10k notes
+                 lambda: self.embedder.embed_query("warm up"))
+
+        def warm() -> None:
             try:
                 for step in steps:
                     if self._closing.is_set():
@@ -242,27 +246,7 @@ class Vault:
             except Exception as exc:  # the real call will raise it again, with context
                 log.debug("warm-up failed: %s", exc)
 
-        from reme_agent.engine.tokenize import warm_up
-        from reme_agent.recall.names import index_for
-
-        plans = {"reme-warm-up": (warm_up, lambda: index_for(self),   # names: ~1 s at 10k
-                                  lambda: self.embedder.embed_query("warm up")),
-                 "reme-warm-vectors": (self._prefetch_vectors,)}
-        for name, steps in plans.items():
-            thread = threading.Thread(target=run, args=(steps,), name=name, daemon=True)
-            thread.start()
-            if name == "reme-warm-vectors":
-                self._warm_threads.append(thread)   # `close` waits: it queries chroma
-
-    def _prefetch_vectors(self) -> None:
-        """One tiny query, so chroma loads the vector index now rather than in the first
-        search (nothing to do for a server, which keeps it loaded)."""
-        vector = self.vector
-        if vector.path is None:
-            return
-        probe = [0.0] * int(self.embedder.dim)
-        probe[0] = 1.0
-        vector.query_embedding(probe, 1)  # type: ignore[arg-type]
+        threading.Thread(target=warm, name="reme-warm-up", daemon=True).start()
 
     def on_close(self, fn: Callable[[], object]) -> None:
         """Call `fn` first thing in `close()`, so a background thread using this vault (a
@@ -277,9 +261,7 @@ class Vault:
                 self._on_close.pop()()
             except Exception as exc:  # closing must go on
                 log.warning("a close callback failed: %s", exc)
-        self._closing.set()
-        for thread in self._warm_threads:   # the vector prefetch: chroma is closed below
-            thread.join(timeout=30)
+        self._closing.set()   # the warm-up thread stops before its next step
         if "indexer" in self.__dict__:
             try:
                 self.indexer.save_snapshot()

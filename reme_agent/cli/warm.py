@@ -237,6 +237,7 @@ class WarmServer:
         self._writes = threading.Lock()   # hooks write: one at a time
         self.served = 0                      # requests answered (accepted and run)
         self._count = threading.Lock()
+        self._requests: list[threading.Thread] = []
 
     def start(self) -> bool:
         """Listen in a background thread; False if another process already serves the vault
@@ -281,6 +282,10 @@ class WarmServer:
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
+        with self._count:
+            running, self._requests = self._requests, []
+        for worker in running:   # let answers in progress finish before the vault closes
+            worker.join(timeout=SEARCH_TIMEOUT + 5)
         if self._inode is not None:
             path = self.folder / SOCKET_NAME
             with contextlib.suppress(OSError):
@@ -307,8 +312,11 @@ class WarmServer:
                 if self._stop.is_set():
                     return
                 continue
-            threading.Thread(target=self._serve_one, args=(conn,), name="reme-warm-request",
-                             daemon=True).start()
+            worker = threading.Thread(target=self._serve_one, args=(conn,),
+                                      name="reme-warm-request", daemon=True)
+            with self._count:
+                self._requests = [t for t in self._requests if t.is_alive()] + [worker]
+            worker.start()
 
     def _serve_one(self, conn: socket.socket) -> None:
         with conn, conn.makefile("rb") as reader:
