@@ -266,7 +266,6 @@ class Indexer:
             for bid, path, tokens in fresh:
                 self.keyword.add(bid, tokens=tokens)
                 self.block_paths[bid] = path
-            self.keyword.compact_stale()   # queries then read each term's postings whole
         if files is not None:
             log.info("%s does not cover every change since it was written; rebuilding the "
                      "graph", self.snapshot_path.name)
@@ -322,12 +321,13 @@ class Indexer:
             return True
 
     def _snapshot_due(self) -> bool:
-        """When there is none, or a tenth of the files (at least 50) changed since it was
+        """When there is none, or 1% of the files (at least 50) changed since it was
         written: a whole snapshot costs seconds at 100k notes, so smaller changes (an edit
-        found by a whole-vault run, a tool's write) go into the delta instead."""
+        found by a whole-vault run, a tool's write) go into the delta instead; a cold open
+        patches each changed file in from SQLite, so the delta must stay small too."""
         if not self.snapshot_path.exists() or self._snapshot_generation < 0:
             return True
-        return self._changed_since_snapshot >= max(50, len(self.stamps) // 10)
+        return self._changed_since_snapshot >= max(50, len(self.stamps) // 100)
 
     # -- indexing ----------------------------------------------------------------------
     def run(self, full: bool = False, paths: Iterable[str] | None = None,

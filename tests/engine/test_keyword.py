@@ -314,8 +314,9 @@ def test_an_index_on_snapshot_arrays_answers_as_one_built_in_memory(
                 kp.add(doc_id, tokens=extra[step % len(extra)] + [f"new{step % 7}"])
         if step % 50 == 49:
             for q in queries:
-                assert loaded.query(q, 20) == built.query(q, 20), (step, q)
-                assert loaded.containing_all(q.split(), 10) == built.containing_all(q.split(), 10)
+                assert _by_score(loaded.query(q, 1000)) == _by_score(built.query(q, 1000)), q
+                assert sorted(loaded.containing_all(q.split(), 1000)) == \
+                    sorted(built.containing_all(q.split(), 1000))
             assert loaded.scores(["t0", "t3"]) == built.scores(["t0", "t3"])
             sample = [f"d{i}" for i in range(0, 340, 7)]
             assert loaded.coverage(["t1", "t9", "zz"], sample) == \
@@ -325,8 +326,12 @@ def test_an_index_on_snapshot_arrays_answers_as_one_built_in_memory(
     assert compactions, "the pool must have been compacted at least once"
     again = KeywordProjection(tokenizer=str.split)
     again.import_arrays(*loaded.export_arrays())
-    for q in queries:
+    for q in queries:   # a snapshot of the loaded index keeps even its ties
         assert again.query(q, 20) == loaded.query(q, 20)
+
+
+def _by_score(hits: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    return sorted(hits, key=lambda hit: (-hit[1], hit[0]))
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:

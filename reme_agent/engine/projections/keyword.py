@@ -11,16 +11,17 @@ Design, and why:
 - **Postings are packed int64 values** (generation | doc slot | tf), 8 bytes per posting.
   Python dicts per posting would cost ~100 bytes each, i.e. several hundred MB at 100k
   blocks. A term's postings are a slice of the *base* (one array for all terms, as loaded
-  from the cold-open snapshot, usually memory-mapped) until a document with the term is
-  added: then the term gets its own ``array('q')``, a copy of the slice (copy on write, so
-  a query reads one contiguous array per term, as before).
+  from the cold-open snapshot, usually memory-mapped) plus an ``array('q')`` of those added
+  since. A base slot whose document is removed is never given to another document (until
+  the next snapshot), so the base needs no validity check and is never copied: its stale
+  postings only score an empty slot, which ranking skips.
 - **No Python object per document** (G6): each document's term ids and frequencies are a
   slice of the base arrays or of one growable pool; ids map to slots through
   `engine.idmap` (a sorted byte array plus a dict of what changed). Per-document numpy
   arrays and a dict of 550k ids cost ~600 MB at 100k notes.
 - **add is O(len(doc)); remove is O(unique terms of the doc)**: removal bumps the slot's
-  generation, which invalidates its postings in place; a term's array is compacted once
-  more than half of it is stale. Term df and document lengths are kept exactly.
+  generation, which invalidates its postings in place; a term's added array is compacted
+  once more than half of it is stale. Term df and document lengths are kept exactly.
 - **Query cost follows the postings of the query terms**, not the corpus size: each term's
   postings are unpacked with numpy and summed per document with ``bincount``.
 - **idf is cached** and recomputed (vectorised, O(vocabulary)) only after a change, because
@@ -102,6 +103,7 @@ class KeywordProjection:
         self._slot = SlotIndex()
         self._ids = SlotIds()
         self._free_slots: list[int] = []
+        self._n_base = 0   # slots loaded from the base: never reused (see `_parts`)
         self._gen = np.zeros(0, dtype=np.int64)
         self._dl = np.zeros(0, dtype=np.float64)
         # a slot's unique term ids and their frequencies: base or pool slice (or none)
@@ -170,40 +172,27 @@ class KeywordProjection:
 
     # --- storage ------------------------------------------------------------------------------
 
-    def _postings(self, tid: int) -> np.ndarray:
-        """A term's packed postings (stale ones included), without a copy: its base slice
-        while it has one, else its own array."""
+    def _parts(self, tid: int) -> list[np.ndarray]:
+        """A term's live postings, without a copy: its base slice (whole: a base slot whose
+        document was removed is never given to another, so its postings only ever score
+        an empty slot) and the postings added since (filtered when some are stale)."""
+        parts = []
         if tid < len(self._has_base) and self._has_base[tid]:
-            return self._base_post[self._base_off[tid]:self._base_off[tid + 1]]
+            parts.append(self._base_post[self._base_off[tid]:self._base_off[tid + 1]])
         added = self._post[tid]
-        return _EMPTY if added is None else np.frombuffer(added, dtype=np.int64)
+        if added:
+            more = np.frombuffer(added, dtype=np.int64)
+            parts.append(more[self._valid(more)] if self._stale[tid] else more)
+        return parts
 
-    def _postings_len(self, tid: int) -> int:
+    def _all_postings(self, tid: int) -> np.ndarray:
+        """Every posting of a term, stale ones included (for export), as one array."""
+        parts = []
         if tid < len(self._has_base) and self._has_base[tid]:
-            return int(self._base_off[tid + 1] - self._base_off[tid])
-        return len(self._post[tid] or ())
-
-    def _own_postings(self, tid: int) -> array:
-        """The term's postings as its own array, to append to: the base slice is copied
-        the first time (so a query never joins two parts)."""
-        added = self._post[tid]
-        if added is None:
-            added = self._post[tid] = array("q")
-            if tid < len(self._has_base) and self._has_base[tid]:
-                added.frombytes(self._base_post[self._base_off[tid]:self._base_off[tid + 1]]
-                                .tobytes())
-                self._has_base[tid] = False
-        return added
-
-    def compact_stale(self) -> int:
-        """Drop the postings of removed documents from every term that has some (after a
-        cold open patched files in: queries then skip the per-term validity check);
-        returns the number of terms compacted."""
-        with self._lock:
-            stale = np.flatnonzero(self._stale[:len(self._terms)]).tolist()
-            for tid in stale:
-                self._compact(tid)
-            return len(stale)
+            parts.append(self._base_post[self._base_off[tid]:self._base_off[tid + 1]])
+        if self._post[tid]:
+            parts.append(np.frombuffer(self._post[tid], dtype=np.int64))  # type: ignore[arg-type]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else _EMPTY
 
     def _doc_terms(self, slot: int) -> tuple[np.ndarray, np.ndarray] | None:
         """(unique term ids, their frequencies) of the document in `slot`, or None."""
@@ -279,7 +268,7 @@ class KeywordProjection:
             tf = min(tf, _TF_MASK)
             added = post[tid]
             if added is None:
-                added = self._own_postings(tid)
+                added = post[tid] = array("q")
             added.append(base | tf)
             tids.append(tid)
             tfs.append(tf)
@@ -305,12 +294,15 @@ class KeywordProjection:
         self._total_len -= int(self._dl[slot])
         self._dl[slot] = 0.0
         self._gen[slot] = (int(self._gen[slot]) + 1) & _GEN_MASK  # invalidates its postings
-        self._free_slots.append(slot)
+        in_base = slot < self._n_base
+        if not in_base:   # a base slot stays empty until the next snapshot (see `_parts`)
+            self._free_slots.append(slot)
         self._idf = None
         if tids is None or not len(tids):
             return
         self._df[tids] -= 1
-        self._stale[tids] += 1
+        if not in_base:
+            self._stale[tids] += 1
         for tid in tids.tolist():
             if self._df[tid] == 0:  # term left the vocabulary (rank_bm25 would not know it)
                 term = self._terms[tid]
@@ -321,7 +313,7 @@ class KeywordProjection:
                 self._drop_base(tid)
                 self._stale[tid] = 0
                 self._free_tids.append(tid)
-            elif self._stale[tid] > 8 and 2 * self._stale[tid] > self._postings_len(tid):
+            elif self._stale[tid] > 8 and 2 * self._stale[tid] > len(self._post[tid] or ()):
                 self._compact(tid)
 
     def _drop_base(self, tid: int) -> None:
@@ -329,13 +321,11 @@ class KeywordProjection:
             self._has_base[tid] = False
 
     def _compact(self, tid: int) -> None:
-        """Drop the postings of removed/replaced documents from one term's array."""
-        packed = self._postings(tid)
-        keep = packed[self._valid(packed)]
+        """Drop the postings of removed/replaced documents from the term's added postings."""
+        packed = np.frombuffer(self._post[tid] or array("q"), dtype=np.int64)
         fresh = array("q")
-        fresh.frombytes(keep.tobytes())
+        fresh.frombytes(packed[self._valid(packed)].tobytes())
         self._post[tid] = fresh
-        self._drop_base(tid)
         self._stale[tid] = 0
 
     def _valid(self, packed: np.ndarray) -> np.ndarray:
@@ -390,19 +380,18 @@ class KeywordProjection:
             tid = self._tid.get(term)
             if tid is None:
                 continue
-            packed = self._postings(tid)
-            if self._stale[tid]:
-                packed = packed[self._valid(packed)]
-            slots = (packed >> _TF_BITS) & _SLOT_MASK
-            tf = (packed & _TF_MASK).astype(np.float64)
-            dl = self._dl[slots]
-            slot_parts.append(slots)
-            score_parts.append(idf[tid] * (tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))))
+            for packed in self._parts(tid):
+                slots = (packed >> _TF_BITS) & _SLOT_MASK
+                tf = (packed & _TF_MASK).astype(np.float64)
+                dl = self._dl[slots]
+                slot_parts.append(slots)
+                score_parts.append(idf[tid] * (tf * (k1 + 1)
+                                               / (tf + k1 * (1 - b + b * dl / avgdl))))
         if not slot_parts:
             return np.zeros(n_slots, dtype=np.float64), none
         all_slots = np.concatenate(slot_parts)
         dense = np.bincount(all_slots, weights=np.concatenate(score_parts), minlength=n_slots)
-        if len(slot_parts) == 1:
+        if len(slot_parts) == 1:   # one term, one part: each slot appears once
             return dense, all_slots
         hit = np.zeros(n_slots, dtype=bool)
         hit[all_slots] = True
@@ -446,8 +435,10 @@ class KeywordProjection:
         with self._lock:
             dense, hit = self._dense(tokens)
             ids = self._ids
-            return {ids[s]: float(v) for s, v in zip(hit.tolist(), dense[hit].tolist(),  # type: ignore[misc]
-                                                       strict=True)}
+            out = {ids[s]: float(v) for s, v in zip(hit.tolist(), dense[hit].tolist(),
+                                                     strict=True)}
+            out.pop(None, None)   # type: ignore[call-overload]  # emptied base slots
+            return out  # type: ignore[return-value]
 
     def top(self, tokens: list[str], k: int, allowed: Callable[[str], bool] | None = None,
             also: Iterable[str] = ()) -> tuple[list[tuple[str, float]], dict[str, float]]:
@@ -530,11 +521,8 @@ class KeywordProjection:
             dense, _ = self._dense(uniq)
             count = np.zeros(len(self._ids), dtype=np.int32)
             for term in uniq:
-                tid = self._tid[term]
-                packed = self._postings(tid)
-                if self._stale[tid]:
-                    packed = packed[self._valid(packed)]
-                count[(packed >> _TF_BITS) & _SLOT_MASK] += 1
+                for packed in self._parts(self._tid[term]):
+                    count[(packed >> _TF_BITS) & _SLOT_MASK] += 1
             every = np.flatnonzero(count == len(uniq))
             return [d for d, _ in self._ranked(dense, every, k, None)]
 
@@ -648,8 +636,8 @@ class KeywordProjection:
             def postings() -> Iterator[np.ndarray]:
                 for a in range(0, len(tids), 4096):   # terms in groups: few numpy calls
                     with self._lock:
-                        packed = np.concatenate([self._postings(t) for t in tids[a:a + 4096]]
-                                                or [_EMPTY])
+                        packed = np.concatenate([self._all_postings(t)
+                                                 for t in tids[a:a + 4096]] or [_EMPTY])
                         packed = packed[self._valid(packed)]
                     if len(packed) != int(post_off[min(a + 4096, len(tids))] - post_off[a]):
                         raise AssertionError("document frequencies do not match the postings")
@@ -730,6 +718,7 @@ class KeywordProjection:
             self._base_tid, self._base_tf = doc_tid, doc_tf
             self._ids = SlotIds(ids_arr)
             self._slot = SlotIndex(by_id)
+            self._n_base = n_docs
             self._gen = np.zeros(n_docs, dtype=np.int64)
             self._dl = dl.copy()
             self._doc_src = np.full(n_docs, _IN_BASE, dtype=np.int8)
