@@ -20,6 +20,7 @@ from reme_agent.engine.projections.vector import (
     EF_NAME,
     SYNC_THRESHOLD,
     VectorProjection,
+    _ef_class,
     http_client,
 )
 from reme_agent.errors import BackendError, ConfigError
@@ -155,8 +156,18 @@ def test_uses_our_embedding_function_never_chromas_default(tmp_path: Path) -> No
     cfg = vp._col.configuration_json["embedding_function"]
     assert cfg["type"] == "known" and cfg["name"] == EF_NAME
     assert cfg["config"]["id"] == "hash-1024"
-    assert vp._col._embedding_function.name() == EF_NAME
     assert (vp._col.metadata or {})["embedder_id"] == "hash-1024"
+    vp.close()
+    import chromadb
+    from chromadb.config import Settings
+
+    # chroma's own client accepts what we wrote as our EF (it raises on a conflicting one)
+    client = chromadb.PersistentClient(path=str(tmp_path / "chroma"),
+                                       settings=Settings(anonymized_telemetry=False))
+    ef = _ef_class()(HashEmbedder())
+    col = client.get_collection(vp.name, embedding_function=ef)
+    assert col._embedding_function.name() == EF_NAME
+    assert col.configuration_json["embedding_function"] == cfg
     # chroma's default EF needs onnxruntime; it must never have been loaded
     assert "onnxruntime" not in sys.modules
 

@@ -13,6 +13,11 @@ Decisions, and why:
   checked on open.
 - **Cosine space**; query results are ``(id, cosine similarity)``, best first.
 - **Lazy chromadb import** (0.6-2 s): CLI paths that never touch vectors do not pay it.
+- **The embedded store without chromadb's Python client** (G6): it is opened through the Rust
+  bindings (``chroma_rust.py``, same files, same answers), so a process that only searches
+  never imports ``chromadb``. A server, an unverified chromadb version, bindings that refuse
+  the opening calls, or ``REME_AGENT_CHROMA=client`` use the full client instead, for the
+  whole process (never both kinds on one store in one process).
 - chroma failures surface as ``BackendError`` with the operation and collection named.
 - **The embedded store is opened under ``<store>.lock``** (``flock``): chroma runs its SQLite
   migrations on first open, and processes opening a fresh vault together otherwise race on
@@ -44,6 +49,7 @@ import logging
 import os
 import re
 import sqlite3
+import sys
 import threading
 import time
 import weakref
@@ -56,6 +62,7 @@ import numpy as np
 
 from reme_agent.engine.embedders import Embedder, make_embedder
 from reme_agent.engine.locks import flock_until
+from reme_agent.engine.projections import chroma_rust
 from reme_agent.engine.projections.vector_cache import DEFAULT_CACHE_BYTES, VectorCache
 from reme_agent.errors import BackendError, ConfigError, ReMeError
 
@@ -85,6 +92,43 @@ SYNC_THRESHOLD = 256
 Every process that opens the collection re-inserts the unsaved ones into HNSW: 700 of them
 cost 1.8 s of a cold open (G6). A save rewrites the id maps (~40 MB at 550k vectors), so
 not after every write either: a tool's write adds ~10."""
+CLIENT_ENV = "REME_AGENT_CHROMA"
+"""Set to ``client`` to open embedded stores with chromadb's full Python client (G6)."""
+_thin_failed = False  # the bindings refused once: this process uses the full client
+
+
+def _thin_wanted() -> bool:
+    return not _thin_failed and os.environ.get(CLIENT_ENV, "").strip().lower() != "client"
+
+
+def _ef_config(embedder: Embedder) -> dict[str, Any]:
+    """Our embedding function's persisted config (chroma rebuilds the EF from it)."""
+    cfg: dict[str, Any] = {"id": embedder.id, "dim": int(embedder.dim)}
+    kind = getattr(embedder, "kind", None)
+    if kind:
+        cfg["kind"] = kind
+    return cfg
+
+
+def _hnsw_config() -> dict[str, Any]:
+    return {"space": "cosine", "sync_threshold": SYNC_THRESHOLD}
+
+
+def _is_missing(exc: BaseException) -> bool:
+    """chroma's "collection does not exist", recognised without importing chromadb."""
+    if any(c.__name__ == "NotFoundError" for c in type(exc).__mro__):
+        return True
+    return isinstance(exc, ValueError) and "does not exist" in str(exc)
+
+
+@contextmanager
+def _missing_ok() -> Iterator[None]:
+    """Swallow what chroma raises for a collection that is already gone."""
+    try:
+        yield
+    except Exception as e:
+        if not (_is_missing(e) or isinstance(e, ValueError)):
+            raise
 
 
 def _chromadb() -> Any:
@@ -131,11 +175,7 @@ def _ef_class() -> type:
                 return ["cosine"]
 
             def get_config(self) -> dict[str, Any]:
-                cfg: dict[str, Any] = {"id": self.embedder.id, "dim": int(self.embedder.dim)}
-                kind = getattr(self.embedder, "kind", None)
-                if kind:
-                    cfg["kind"] = kind
-                return cfg
+                return _ef_config(self.embedder)
 
             @staticmethod
             def build_from_config(config: dict[str, Any]) -> RemeEmbeddingFunction:
@@ -230,6 +270,9 @@ def _forget_system(path: Path) -> None:
     every later open in this process reuses, and a closed-but-shared one would be handed back
     by :meth:`VectorProjection.reopen` with its stale segment state.
     """
+    chroma_rust.forget(path)
+    if "chromadb.api.shared_system_client" not in sys.modules:
+        return  # the full client never ran here: nothing cached, and no import for it
     from chromadb.api.shared_system_client import SharedSystemClient
 
     SharedSystemClient._identifier_to_system.pop(str(path), None)
@@ -361,7 +404,6 @@ class VectorProjection:
         self._lock = threading.RLock()
         with suppress(TypeError):  # an embedder without weakref support just isn't shared
             _LIVE[embedder.id] = embedder
-        self._ef = _ef_class()(embedder)
         self._owns_client = client is None
         self._rebuild_if_corrupt = rebuild_if_corrupt
         self._server: tuple[str, int] | None = None  # (host, port) of an HTTP client
@@ -469,7 +511,7 @@ class VectorProjection:
             ) from e
         with _store_lock(path):
             try:
-                self._attach(self._new_local_client())
+                self._attach_local()
                 return
             except _StoreUnreadable as e:
                 cause = e.__cause__ or e
@@ -495,7 +537,7 @@ class VectorProjection:
                         "Delete the folder and run `reme-agent index` to rebuild it.",
                     ) from cause
             try:
-                self._attach(self._new_local_client())
+                self._attach_local()
             except _StoreUnreadable as e:
                 cause = e.__cause__ or e
                 raise BackendError(
@@ -514,7 +556,41 @@ class VectorProjection:
         with _store_lock(self.path):
             yield
 
+    @property
+    def _ef(self) -> Any:
+        """Our chroma EmbeddingFunction (full client only: it imports chromadb)."""
+        ef = self.__dict__.get("_ef_obj")
+        if ef is None:
+            ef = self.__dict__["_ef_obj"] = _ef_class()(self.embedder)
+        return ef
+
+    def _attach_local(self) -> None:
+        """Open the store through the bindings, or the full client if they do not fit."""
+        global _thin_failed
+        client = self._new_local_client()
+        try:
+            self._attach(client)
+        except _StoreUnreadable as e:
+            if not (isinstance(client, chroma_rust.RustStore)
+                    and chroma_rust.is_mismatch(e.__cause__ or e)):
+                raise
+            log.debug("chroma bindings refused %s (%s); using chromadb's client",
+                      self.path, e.__cause__)
+            _thin_failed = True
+            self._attach(self._new_local_client())
+
     def _new_local_client(self) -> Any:
+        global _thin_failed
+        assert self.path is not None
+        if _thin_wanted():
+            try:
+                return chroma_rust.open_store(self.path)
+            except chroma_rust.BindingsMismatch as e:
+                log.debug("chroma bindings not used (%s); using chromadb's client", e)
+                _thin_failed = True
+            except Exception as e:
+                chroma_rust.forget(self.path)
+                raise _StoreUnreadable() from e
         chromadb = _chromadb()
         from chromadb.config import Settings
 
@@ -624,13 +700,13 @@ class VectorProjection:
     def _open(self, create: bool = True) -> Any:
         """Get (or create) the collection, then refuse one built for another vector space
         or belonging to another vault. Without `create`, a missing one is `_Missing`."""
-        from chromadb.errors import NotFoundError
-
+        thin = isinstance(self._client, chroma_rust.RustStore)
         with self._backend("open"):
             try:
-                col = self._client.get_collection(self.name, embedding_function=self._ef)
-            except (NotFoundError, ValueError) as e:
-                if isinstance(e, ValueError) and "does not exist" not in str(e):
+                col = (self._client.get_collection(self.name) if thin else
+                       self._client.get_collection(self.name, embedding_function=self._ef))
+            except Exception as e:
+                if not _is_missing(e):
                     raise
                 if not create:
                     raise _Missing() from e
@@ -642,15 +718,19 @@ class VectorProjection:
                 if self.vault_id:
                     metadata["vault_id"] = self.vault_id
                 try:
-                    col = self._client.create_collection(
-                        self.name,
-                        embedding_function=self._ef,
-                        configuration={"hnsw": {"space": "cosine",
-                                                "sync_threshold": SYNC_THRESHOLD}},
-                        metadata=metadata,
-                    )
+                    if thin:
+                        col = self._client.create_collection(
+                            self.name, metadata=metadata,
+                            configuration_json=chroma_rust.configuration_json(
+                                {"name": EF_NAME, "config": _ef_config(self.embedder)},
+                                _hnsw_config()))
+                    else:
+                        col = self._client.create_collection(
+                            self.name, embedding_function=self._ef,
+                            configuration={"hnsw": _hnsw_config()}, metadata=metadata)
                 except Exception:  # created concurrently by another process: use theirs
-                    col = self._client.get_collection(self.name, embedding_function=self._ef)
+                    col = (self._client.get_collection(self.name) if thin else
+                           self._client.get_collection(self.name, embedding_function=self._ef))
         md = col.metadata or {}
         if md.get("embedder_id") != self.embedder.id or md.get("dim") != int(self.embedder.dim):
             raise ConfigError(
@@ -779,10 +859,8 @@ class VectorProjection:
     def reset(self) -> None:
         """Drop the collection and create it empty (readers using it fail: the indexer's
         full rebuild uses :meth:`start_generation` instead)."""
-        from chromadb.errors import NotFoundError
-
         with self._lock, self._store_turn():
-            with self._backend("reset"), suppress(NotFoundError, ValueError):
+            with self._backend("reset"), _missing_ok():
                 self._client.delete_collection(self.name)
             self.cache.clear()
             self._col = self._open()
@@ -855,12 +933,9 @@ class VectorProjection:
 
     def drop(self, name: str) -> None:
         """Delete collection ``name`` if it exists (never the one in use)."""
-        from chromadb.errors import NotFoundError
-
         if name == self.name:
             raise ValueError(f"refusing to drop the collection in use ({name!r})")
-        with self._lock, self._store_turn(), self._backend("drop"), \
-                suppress(NotFoundError, ValueError):
+        with self._lock, self._store_turn(), self._backend("drop"), _missing_ok():
             self._client.delete_collection(name)
 
     def generations(self) -> list[str]:
