@@ -34,8 +34,7 @@ DIM = 512   # USE-sized vectors, from the hash embedder
 
 def _corpus(n: int = 300) -> tuple[list[str], list[str], list[dict]]:
     rng = np.random.default_rng(7)
-    words = ("vector index latency memory budget owner roadmap 检索 向量 融合 主题 笔记 "
-             "cat windowsill apple cinnamon butter meeting weekly search block").split()
+    words = ["vector", "index", "latency", "memory", "budget", "owner", "roadmap", "检索", "向量", "融合", "主题", "笔记", "cat", "windowsill", "apple", "cinnamon", "butter", "meeting", "weekly", "search", "block"]
     ids = [f"n{i // 5}.md#{i % 5}" for i in range(n)]
     texts = [" ".join(rng.choice(words, size=8)) for _ in range(n)]
     metas = [{"path": f"n{i // 5}.md", "line": i % 5} for i in range(n)]
@@ -147,7 +146,7 @@ def test_a_searching_process_never_imports_chromas_python_client(tmp_path: Path)
         vecs = vp.embeddings({ids[:3]!r})
         print(json.dumps({{"top": top, "n": len(vecs),
                           "chromadb": sorted(m for m in sys.modules
-                                             if m.split(".")[0] == "chromadb")}}))
+                                             if m.split(".")[0] in ("chromadb", "posthog"))}}))
     """)
     env = {k: v for k, v in __import__("os").environ.items() if k != CLIENT_ENV}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -267,3 +266,38 @@ def test_both_kinds_live_on_one_store_behave_like_two_processes(
     _thin(monkeypatch)
     with VectorProjection(HashEmbedder(DIM), path) as again:
         assert again.count() == 600 and again.query(texts[450], 1)[0][0] == ids[450]
+
+
+def test_a_cold_search_process_answers_the_same_without_chromas_client(tmp_path: Path) -> None:
+    """`reme-agent search` in a new process (no warm server): the same JSON as with the full
+    client, and chromadb's Python package (and its telemetry) never imported."""
+    import os
+
+    from reme_agent.config import load_settings
+    from reme_agent.vault import open_vault
+
+    env = {"REME_EMBEDDER__NAME": "hash", "REME_SEARCH__USE_RECENCY": "false",
+           "REME_INDEX__PROGRESS": "false", "REME_WARM": "0"}
+    root = tmp_path / "vault"
+    ids, texts, _ = _corpus(60)
+    for i in range(0, 60, 5):
+        note = root / "knowledge" / f"n{i}" / f"n{i}.md"
+        note.parent.mkdir(parents=True)
+        note.write_text("\n\n".join(texts[i:i + 5]) + "\n", encoding="utf-8")
+    vault = open_vault(root, load_settings([], vault=root, environ=env), create=True)
+    vault.index()
+    vault.close()
+    args = ["search", "vector index roadmap", "--json", "--no-log", "--vault", str(root)]
+    code = ("import sys\nfrom reme_agent.cli import main\n"
+            f"try:\n    main({args!r})\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('chromadb', 'posthog')),"
+            " file=sys.stderr)")
+    base = {k: v for k, v in os.environ.items() if not k.startswith("REME_")}
+    runs = {kind: subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                 timeout=300, check=True,
+                                 env={**base, **env, CLIENT_ENV: kind})
+            for kind in ("thin", "client")}
+    assert runs["thin"].stderr.strip().splitlines()[-1] == "[]"
+    assert runs["client"].stderr.strip().splitlines()[-1] != "[]"   # the check can see it
+    assert json.loads(runs["thin"].stdout)["results"]
+    assert runs["thin"].stdout == runs["client"].stdout

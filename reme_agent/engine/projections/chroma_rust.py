@@ -41,8 +41,9 @@ __all__ = ["VERIFIED", "BindingsMismatch", "CollectionNotFound", "RustCollection
 
 TENANT = "default_tenant"
 DATABASE = "default_database"
-VERIFIED = ((1, 5, 9), (1, 6, 0))
-"""chromadb versions [low, high) whose bindings this adapter was checked against."""
+VERIFIED = ((1, 5, 9), (1, 5, 10))
+"""chromadb versions [low, high) whose bindings this adapter was checked against (the
+``pyproject.toml`` pin); any other version opens the store with chromadb's client."""
 _MISMATCH = (ImportError, AttributeError, TypeError)
 
 _stores: dict[str, RustStore] = {}
