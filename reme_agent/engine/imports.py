@@ -6,7 +6,9 @@ Both skip work that only checks the package's own code, never anything of ours:
   at import time disassembles the calling frame to find the base classes and compares type
   signatures (``dis``, ``inspect``, ``typing``): about a fifth of ``import chromadb``. While
   chromadb is imported the decorator only marks the method (what ``EnforceOverrides``
-  looks for); the checks come back afterwards for anyone else.
+  looks for); the checks come back afterwards for anyone else. Since the embedded store is
+  opened through the Rust bindings (``projections/chroma_rust.py``), only the full client
+  (a chroma server, the fallback) still imports chromadb.
 - ``without_pkg_resources``: jieba imports the deprecated ``pkg_resources`` (~0.1 s) only to
   open its own data files, and falls back to plain ``open`` when it cannot.
 """
