@@ -22,7 +22,9 @@ write the same files (``<path>/chroma.sqlite3`` + HNSW segments).
   :func:`open_store` raises :class:`BindingsMismatch` and the projection uses the full
   client. No telemetry: the bindings send none (chroma's telemetry is Python code).
 - Errors raised by the bindings are chroma's own classes (``chromadb.errors``, imported by
-  the bindings when they raise): only a failing call pays for that import.
+  the bindings when they raise), so a failing call pays for that import; a missing
+  collection is found by listing instead (:class:`CollectionNotFound`), as rebuilds and
+  fresh stores meet one routinely.
 """
 
 from __future__ import annotations
@@ -31,13 +33,14 @@ import json
 import os
 import resource
 import threading
+from collections import Counter
 from collections.abc import Sequence
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["VERIFIED", "BindingsMismatch", "CollectionNotFound", "RustCollection", "RustStore", "configuration_json",
-           "forget", "is_mismatch", "open_store", "verified_version"]
+__all__ = ["VERIFIED", "BindingsMismatch", "CollectionNotFound", "RustCollection", "RustStore",
+           "configuration_json", "forget", "is_mismatch", "open_store", "verified_version"]
 
 TENANT = "default_tenant"
 DATABASE = "default_database"
@@ -94,8 +97,7 @@ def _check_ids(ids: Sequence[str]) -> list[str]:
     if not all(isinstance(i, str) for i in ids):
         raise ValueError("Expected IDs to be strings")
     if len(set(ids)) != len(ids):
-        seen: set[str] = set()
-        dups = sorted({i for i in ids if i in seen or seen.add(i)})
+        dups = sorted(i for i, n in Counter(ids).items() if n > 1)
         raise ValueError(f"Expected IDs to be unique, found duplicates of: {', '.join(dups[:10])}")
     return ids
 

@@ -55,6 +55,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -556,13 +557,10 @@ class VectorProjection:
         with _store_lock(self.path):
             yield
 
-    @property
+    @cached_property
     def _ef(self) -> Any:
         """Our chroma EmbeddingFunction (full client only: it imports chromadb)."""
-        ef = self.__dict__.get("_ef_obj")
-        if ef is None:
-            ef = self.__dict__["_ef_obj"] = _ef_class()(self.embedder)
-        return ef
+        return _ef_class()(self.embedder)
 
     def _attach_local(self) -> None:
         """Open the store through the bindings, or the full client if they do not fit."""
@@ -697,14 +695,29 @@ class VectorProjection:
             return result
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def _get_collection(self) -> Any:
+        if isinstance(self._client, chroma_rust.RustStore):
+            return self._client.get_collection(self.name)
+        return self._client.get_collection(self.name, embedding_function=self._ef)
+
+    def _create_collection(self, metadata: dict[str, Any]) -> Any:
+        """Cosine, our EF and `SYNC_THRESHOLD`; the bindings get the JSON chroma's client
+        would have written for the same arguments."""
+        if isinstance(self._client, chroma_rust.RustStore):
+            ef = {"name": EF_NAME, "config": _ef_config(self.embedder)}
+            return self._client.create_collection(
+                self.name, metadata=metadata,
+                configuration_json=chroma_rust.configuration_json(ef, _hnsw_config()))
+        return self._client.create_collection(
+            self.name, embedding_function=self._ef, configuration={"hnsw": _hnsw_config()},
+            metadata=metadata)
+
     def _open(self, create: bool = True) -> Any:
         """Get (or create) the collection, then refuse one built for another vector space
         or belonging to another vault. Without `create`, a missing one is `_Missing`."""
-        thin = isinstance(self._client, chroma_rust.RustStore)
         with self._backend("open"):
             try:
-                col = (self._client.get_collection(self.name) if thin else
-                       self._client.get_collection(self.name, embedding_function=self._ef))
+                col = self._get_collection()
             except Exception as e:
                 if not _is_missing(e):
                     raise
@@ -718,19 +731,9 @@ class VectorProjection:
                 if self.vault_id:
                     metadata["vault_id"] = self.vault_id
                 try:
-                    if thin:
-                        col = self._client.create_collection(
-                            self.name, metadata=metadata,
-                            configuration_json=chroma_rust.configuration_json(
-                                {"name": EF_NAME, "config": _ef_config(self.embedder)},
-                                _hnsw_config()))
-                    else:
-                        col = self._client.create_collection(
-                            self.name, embedding_function=self._ef,
-                            configuration={"hnsw": _hnsw_config()}, metadata=metadata)
+                    col = self._create_collection(metadata)
                 except Exception:  # created concurrently by another process: use theirs
-                    col = (self._client.get_collection(self.name) if thin else
-                           self._client.get_collection(self.name, embedding_function=self._ef))
+                    col = self._get_collection()
         md = col.metadata or {}
         if md.get("embedder_id") != self.embedder.id or md.get("dim") != int(self.embedder.dim):
             raise ConfigError(
