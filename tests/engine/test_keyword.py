@@ -339,3 +339,42 @@ def _read_only(a: np.ndarray) -> np.ndarray:
     view = a.view()
     view.flags.writeable = False
     return view
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_containing_all_answers_the_same_by_the_rarest_terms_documents(
+        seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """G6: a phrase's candidates come from its rarest term's documents and their own term
+    lists when that is cheaper than counting every term's postings; the answer, order and
+    ties included, is the same either way, on base arrays, pool documents and after edits."""
+    corpus = _corpus(seed, 300)
+    extra = _corpus(seed + 10, 200)
+    built = KeywordProjection(tokenizer=str.split)
+    built.add_many((f"d{i}", toks) for i, toks in enumerate(corpus))
+    loaded = KeywordProjection(tokenizer=str.split)
+    loaded.import_arrays(*built.export_arrays())
+    rng = random.Random(seed)
+    queries = [q[:n] for q in _queries(seed) for n in (1, 2, 3, 5) if q]
+
+    def answer(kp: KeywordProjection, terms: list[str], route: float) -> list[str]:
+        monkeypatch.setattr(keyword_module, "_RARE_ROUTE", route)
+        kp._dense_memo = None
+        return kp.containing_all(terms, 7)
+
+    checked = 0
+    for step in range(300):
+        doc_id = f"d{rng.randint(0, 340)}"
+        for kp in (built, loaded):
+            if step % 3 == 0:
+                kp.remove(doc_id)
+            else:
+                kp.add(doc_id, tokens=extra[step % len(extra)])
+        if step % 60 == 59:
+            for kp in (built, loaded):
+                for terms in queries:
+                    rare = answer(kp, terms, 1e9)
+                    assert rare == answer(kp, terms, 0.0), terms
+                    holding = {d for d in kp.doc_ids() if set(terms) <= set(kp.tokens_of(d))}
+                    assert set(rare) <= holding and len(rare) == min(7, len(holding))
+                    checked += bool(rare)
+    assert checked > 20
