@@ -54,7 +54,6 @@ _MAX_SLOTS = 1 << _SLOT_BITS
 _EMPTY = np.zeros(0, dtype=np.int64)
 _NONE, _IN_BASE, _IN_POOL = 0, 1, 2   # where a slot's terms live (`_doc_src`)
 _POOL_MIN_GARBAGE = 1 << 16            # pool entries of removed documents before compacting
-_RARE_ROUTE = 2.0   # containing_all reads the rarest term's documents when that is cheaper
 
 
 def _grow(a: np.ndarray, n: int) -> np.ndarray:
@@ -519,16 +518,6 @@ class KeywordProjection:
         with self._lock:
             if not uniq or k <= 0 or any(t not in self._tid for t in uniq):
                 return []
-            tids = [self._tid[t] for t in uniq]
-            dfs = [int(self._df[t]) for t in tids]
-            per_doc = self._total_len / max(1, len(self._slot))   # >= distinct terms a doc
-            memo = self._dense_memo
-            memoised = memo is not None and memo[0] == (tuple(uniq), self._version)
-            if not memoised and min(dfs) * per_doc < _RARE_ROUTE * sum(dfs):
-                # The rarest term's documents, checked against their own term lists: at
-                # 100k notes a phrase's common words have 10^5 postings each (G6).
-                every, dense = self._holding_all(tids[dfs.index(min(dfs))], tids)
-                return [d for d, _ in self._ranked(dense, every, k, None)]
             dense, _ = self._dense(uniq)
             count = np.zeros(len(self._ids), dtype=np.int32)
             for term in uniq:
@@ -536,45 +525,6 @@ class KeywordProjection:
                     count[(packed >> _TF_BITS) & _SLOT_MASK] += 1
             every = np.flatnonzero(count == len(uniq))
             return [d for d, _ in self._ranked(dense, every, k, None)]
-
-    def _holding_all(self, rare: int, tids: list[int]) -> tuple[np.ndarray, np.ndarray]:
-        """(slots holding every term of `tids`, BM25 scores by slot for them) from the
-        postings of `rare` and each candidate's term list. The scores are `_dense`'s
-        exactly: the same terms' contributions added in the same order."""
-        parts = self._parts(rare)
-        slots = np.concatenate([(p >> _TF_BITS) & _SLOT_MASK for p in parts]) if parts \
-            else _EMPTY
-        slots = np.unique(slots)
-        src = self._doc_src[slots]
-        slots, src = slots[src != _NONE], src[src != _NONE]
-        lens = self._doc_len[slots].astype(np.int64)
-        owner = np.repeat(np.arange(len(slots)), lens)
-        take = (np.repeat(self._doc_pos[slots].astype(np.int64) - (np.cumsum(lens) - lens), lens)
-                + np.arange(int(lens.sum()), dtype=np.int64))
-        from_base = np.repeat(src == _IN_BASE, lens)
-        terms = np.empty(len(take), dtype=np.int32)
-        freqs = np.empty(len(take), dtype=np.int32)
-        terms[from_base] = self._base_tid[take[from_base]]
-        freqs[from_base] = self._base_tf[take[from_base]]
-        terms[~from_base] = self._pool_tid[take[~from_base]]
-        freqs[~from_base] = self._pool_tf[take[~from_base]]
-        tf = np.zeros((len(tids), len(slots)), dtype=np.int64)
-        for row, tid in enumerate(tids):
-            hit = terms == tid
-            tf[row, owner[hit]] = freqs[hit]
-        keep = (tf > 0).all(axis=0)
-        every, tf = slots[keep], tf[:, keep]
-        idf = self._idf_table()
-        avgdl = self._total_len / len(self._slot)
-        k1, b = self.k1, self.b
-        dl = self._dl[every]
-        scores = np.zeros(len(every), dtype=np.float64)
-        for row, tid in enumerate(tids):
-            f = tf[row].astype(np.float64)
-            scores += idf[tid] * (f * (k1 + 1) / (f + k1 * (1 - b + b * dl / avgdl)))
-        dense = np.zeros(len(self._ids), dtype=np.float64)
-        dense[every] = scores
-        return every, dense
 
     def known_share(self, tokens: list[str]) -> float:
         """Share of the query's distinct terms (idf-weighted as in `coverage`) that occur in
