@@ -201,6 +201,8 @@ _quick_tried = False
 _quick: Callable[..., list[str]] | None = None         # cuts with the mapped dictionary
 _mapped: jieba_dict.CompactDict | None = None
 _lazy_left = LAZY_BUDGET
+WRITE_DELAY = 10.0
+"""Seconds a long-running first process waits before it writes the compact dictionary."""
 
 
 def _jieba() -> Any:
@@ -240,7 +242,15 @@ def _load() -> Callable[..., list[str]]:
                     if dt.dictionary is None:  # the default dictionary, untouched: copy it
                         _write_compact(dict(dt.FREQ), dt.total)
             _lcut = dt.lcut
+            _drop_quick()
         return _lcut
+
+
+def _drop_quick() -> None:
+    """The full dictionary has taken over: free the mapped one's remembered lookups."""
+    global _quick, _mapped
+    with _quick_lock:
+        _quick = _mapped = None
 
 
 def _compact() -> jieba_dict.CompactDict | None:
@@ -250,10 +260,15 @@ def _compact() -> jieba_dict.CompactDict | None:
 
 
 def _write_compact(freq: dict[str, int], total: int) -> None:
-    """Write the compact copy without delaying this process's tokenising (0.4 s of CPU). Not a
-    daemon thread: a short first process finishes the file before it exits."""
-    threading.Thread(target=jieba_dict.write_cache, args=(freq, total),
-                     name="reme-jieba-dict", daemon=False).start()
+    """Write the compact copy (0.4 s of CPU) in a thread that waits until the main thread has
+    finished or `WRITE_DELAY` has passed, so it does not compete for the GIL with the first
+    process's own work. Not a daemon: a short process writes the file as it exits."""
+
+    def write() -> None:
+        threading.main_thread().join(WRITE_DELAY)
+        jieba_dict.write_cache(freq, total)
+
+    threading.Thread(target=write, name="reme-jieba-dict", daemon=False).start()
 
 
 def _quick_lcut() -> Callable[..., list[str]] | None:
