@@ -14,7 +14,9 @@ median and spread of:
   --vault V --json --no-log` (REME_WARM=0), and the child's whole CPU time (rusage);
 - `bulk`: tokenising the blocks of real notes (LoCoMo/CMRC, `bench/real_text.py`) in a new
   process: blocks/s of the first pass (dictionary load included) and of a second pass (full
-  dictionary in both), and how many characters the new code cut with the mapped dictionary.
+  dictionary in both), and how many characters the new code cut with the mapped dictionary;
+- `index`: `reme-agent index --full` of a real-text vault (`--index-notes`, hash embedder):
+  blocks/s (whole process, ~ blocks counted as blank-line paragraphs) and CPU seconds.
 
 Before timing, one process of the new code writes the compact dictionary if the user cache
 has none (what the first process of a user does). Prints numbers; asserts nothing.
@@ -131,6 +133,21 @@ def bulk(code: Path | None, blocks_file: Path) -> tuple[float, float, int]:
     return first, second, lazy_chars
 
 
+def index_run(code: Path | None, vault: Path, blocks: int) -> tuple[float, float]:
+    """A whole-vault `reme-agent index --full` with the hash embedder (so tokenising is a
+    visible share): blocks/s, and the child's CPU seconds."""
+    env = env_for(code, REME_EMBEDDER__NAME="hash", REME_INDEX__PROGRESS="false")
+    t = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "reme_agent", "index", "--vault", str(vault),
+                             "--full", "--no-progress"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=env, cwd=NEUTRAL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError("index failed")
+    return blocks / wall, usage.ru_utime + usage.ru_stime
+
+
 def real_blocks(limit: int) -> list[str]:
     """Blank-line separated blocks of real-text notes (LoCoMo English, CMRC Chinese)."""
     import real_text
@@ -151,12 +168,16 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--vault", help="an indexed vault (USE) for the `search` case; a copy")
     ap.add_argument("--blocks", type=int, default=3000, help="blocks for the bulk case")
-    ap.add_argument("--cases", default="first,first+warm-up,search,bulk")
+    ap.add_argument("--index-notes", type=int, default=500,
+                    help="real-text notes for the `index` case (0: skip it)")
+    ap.add_argument("--cases", default="first,first+warm-up,search,bulk,index")
     ap.add_argument("--burn", action="store_true", help="keep one core busy meanwhile")
     args = ap.parse_args()
     cases = args.cases.split(",")
     if args.vault is None and "search" in cases:
         cases.remove("search")
+    if not args.index_notes and "index" in cases:
+        cases.remove("index")
 
     with tempfile.TemporaryDirectory(prefix="bench-jieba-") as tmp:
         old = old_checkout(args.old_ref, Path(tmp))
@@ -169,6 +190,15 @@ def main() -> None:
             blocks_file.write_text(json.dumps(blocks, ensure_ascii=False), encoding="utf-8")
             chars = sum(map(len, blocks))
             print(f"bulk: {len(blocks)} blocks, {chars} characters", flush=True)
+        index_vault, index_blocks = Path(tmp) / "index-vault", 0
+        if "index" in cases:
+            import real_text
+
+            notes = real_text.generate_real_vault(index_vault, args.index_notes)
+            index_blocks = sum(len([b for b in n.text.split("\n\n") if b.strip()])
+                               for n in notes)
+            index_run(None, index_vault, index_blocks)      # creates .reme, page cache
+            print(f"index: {args.index_notes} notes, ~{index_blocks} blocks", flush=True)
         if "search" in cases:
             for name in codes:                              # page cache, model cache
                 search(codes[name], Path(args.vault), QUERIES[0])
@@ -197,6 +227,10 @@ def main() -> None:
                             got.setdefault(f"{name} first pass blocks/s", []).append(n / first)
                             got.setdefault(f"{name} second pass blocks/s", []).append(n / second)
                             got.setdefault(f"{name} chars cut lazily", []).append(lazy)
+                        elif case == "index":
+                            rate, cpu = index_run(code, index_vault, index_blocks)
+                            got.setdefault(f"{name} blocks/s", []).append(rate)
+                            got.setdefault(f"{name} cpu", []).append(cpu)
                 print(f"  round {i + 1}/{args.rounds} done ({load_text()})", flush=True)
             end = load_text()
 
@@ -207,7 +241,8 @@ def main() -> None:
         for key, values in got.items():
             unit = "" if "/s" in key or "chars" in key else "s"
             print(f"    {key:<28} {summary(values, unit)}")
-        for metric in ("wall", "cpu", "first pass blocks/s", "second pass blocks/s"):
+        for metric in ("wall", "cpu", "blocks/s", "first pass blocks/s",
+                       "second pass blocks/s"):
             if f"old {metric}" in got:
                 ratio = statistics.median(got[f"new {metric}"]) / \
                     statistics.median(got[f"old {metric}"])
