@@ -320,3 +320,24 @@ def test_another_dictionary_given_to_jieba_is_respected(tmp_path: Path,
     assert proc.returncode == 0, proc.stderr
     toks, no_quick = json.loads(proc.stdout)
     assert toks == ["向量", "数据库的设计"] and no_quick
+
+
+def test_threads_cutting_while_the_full_dictionary_loads_get_the_same_tokens(
+        tmp_path: Path, compact_file: Path, reference: Any) -> None:
+    """The switch from the mapped to the full dictionary mid-stream changes no token."""
+    path = _cache_with_file(tmp_path, compact_file)
+    texts = [t for t in TEXTS if t] * 30
+    code = ("import json, threading\n"
+            "from concurrent.futures import ThreadPoolExecutor\n"
+            "from reme_agent.engine import tokenize as tk\n"
+            f"texts = {texts!r}\n"
+            "threading.Thread(target=tk.warm_up).start()\n"
+            "with ThreadPoolExecutor(4) as pool:\n"
+            "    out = list(pool.map(tk.tokenize, texts))\n"
+            "tk.warm_up()\n"
+            "print(json.dumps([out, tk._lazy_left < tk.LAZY_BUDGET]))\n")
+    proc = _run(path.parent, code)
+    assert proc.returncode == 0, proc.stderr
+    out, some_mapped = json.loads(proc.stdout)
+    assert out == [_terms(reference, t) for t in texts]
+    assert some_mapped  # the first texts were cut before the full dictionary was there
