@@ -595,9 +595,7 @@ class Indexer:
         since the last whole-vault run are not listed again (`FileStore.scan_cached`); their
         listings live in the state and, between runs, in memory."""
         if self._listings is None:
-            self._listings = {path: FolderListing(mtime, tuple(files), tuple(folders))
-                              for path, (mtime, files, folders)
-                              in self.state.folder_listings().items()}
+            self._listings = self._saved_listings()
         old = self._listings
         found, kept = self.store.scan_cached(self.extensions, old, skipped=bad_names)
         changed = {p: (v.mtime_ns, v.files, v.folders) for p, v in kept.items()
@@ -605,6 +603,18 @@ class Indexer:
         self.state.save_folder_listings(changed, [p for p in old if p not in kept])
         self._listings = kept
         return found
+
+    def _saved_listings(self) -> dict[str, FolderListing]:
+        return {path: FolderListing(mtime, tuple(files), tuple(folders))
+                for path, (mtime, files, folders) in self.state.folder_listings().items()}
+
+    def indexable_paths(self) -> list[str]:
+        """The files a whole-vault run would index now, by name only: the last run's folder
+        listings where a folder's mtime did not move (a stat per folder, none per file),
+        nothing swept or saved, skipped names left to the runs that report them."""
+        listings = self._listings if self._listings is not None else self._saved_listings()
+        found, _ = self.store.scan_cached(self.extensions, listings, skipped=[], stats=False)
+        return [path for path, _, _ in found]
 
     def _parse(self, path: str, text: str, size: int, mtime_ns: int, stamp: str,
                report: IndexReport) -> tuple[FileRow, list[BlockRow], dict[str, str]]:

@@ -214,6 +214,18 @@ class IndexState:
                     [where, *chunk]))
         return out
 
+    def files_of(self, paths: Iterable[str]) -> dict[str, FileRow]:
+        """Rows of those `paths` that are indexed, in one query per 500."""
+        wanted = list(dict.fromkeys(paths))
+        out: dict[str, FileRow] = {}
+        with self._lock:
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start:start + 500]
+                marks = ",".join("?" * len(chunk))
+                for r in self._db.execute(f"SELECT * FROM files WHERE path IN ({marks})", chunk):
+                    out[r[0]] = _file_row(r)
+        return out
+
     def file(self, path: str) -> FileRow | None:
         with self._lock:
             row = self._db.execute("SELECT * FROM files WHERE path=?", (path,)).fetchone()

@@ -278,7 +278,7 @@ class FileStore:
             yield rel, st.st_size, st.st_mtime_ns
 
     def scan_cached(self, extensions: tuple[str, ...], listings: dict[str, FolderListing],
-                    skipped: list[tuple[str, str]] | None = None,
+                    skipped: list[tuple[str, str]] | None = None, *, stats: bool = True,
                     ) -> tuple[list[tuple[str, int, int]], dict[str, FolderListing]]:
         """What `scan` finds, plus the folder listings to pass next time (G6).
 
@@ -292,6 +292,10 @@ class FileStore:
         non-regular entry in it (those are re-checked on every scan, as `scan` does), and an
         mtime at least `RACY_SECONDS` old (a change in the same clock tick as the listing
         would not move the mtime). Results and their order are `scan`'s.
+
+        `stats=False` only names the files (size and mtime -1): a kept folder's files are
+        not stat'ed (removing or renaming one moves the folder's mtime), temp files are not
+        swept — a read-only question ("which notes are there?") costs a stat per folder.
         """
         want = _wanted(extensions)
         cutoff = time.time_ns() - int(RACY_SECONDS * 1e9)
@@ -312,6 +316,11 @@ class FileStore:
             if old is not None and old.mtime_ns and old.mtime_ns == st.st_mtime_ns:
                 kept[rel] = old
                 base = folder + os.sep
+                if not stats:
+                    found.extend((prefix + name, -1, -1) for name in old.files)
+                    if old.folders:
+                        stack.extend([prefix + name for name in old.folders])
+                    continue
                 for name in old.files:
                     try:
                         fst = stat_of(base + name)
@@ -322,10 +331,14 @@ class FileStore:
                 if old.folders:
                     stack.extend([prefix + name for name in old.folders])
                 continue
-            files, folders, plain = self._list_folder(folder, want=want, sweep=True,
+            files, folders, plain = self._list_folder(folder, want=want, sweep=stats,
                                                       skipped=skipped)
             names: list[str] = []
             for entry, path in files:
+                if not stats:
+                    names.append(entry.name)
+                    found.append((path, -1, -1))
+                    continue
                 try:
                     fst = entry.stat()
                 except OSError:

@@ -47,7 +47,8 @@ def expand_links(graph: Any, seeds: list[str], catalog: NodeCatalog, *, depth: i
         if len(nodes) <= per_direction:
             return sorted(o for o in nodes if allowed(o))
         kept: list[str] = []
-        for o in sorted(nodes, key=lambda o: (-catalog.in_degree(graph, o, suspended), o)):
+        degree = catalog.in_degrees(graph, nodes, suspended)
+        for o in sorted(nodes, key=lambda o: (-degree[o], o)):
             if allowed(o):
                 kept.append(o)
                 if len(kept) > per_direction:
@@ -55,7 +56,7 @@ def expand_links(graph: Any, seeds: list[str], catalog: NodeCatalog, *, depth: i
         return sorted(kept)
 
     for hop in range(1, depth + 1):
-        queues: list[list[tuple[str, str | None, str, str, str]]] = []
+        found: list[tuple[str, str, str, dict[str, str | None]]] = []
         for node, seed in frontier:
             for direction, links in (("out", graph.outbound(node)), ("in", graph.inbound(node))):
                 predicates: dict[str, str | None] = {}
@@ -65,22 +66,30 @@ def expand_links(graph: Any, seeds: list[str], catalog: NodeCatalog, *, depth: i
                     # Prefer a named predicate over the bare link when both exist.
                     if other not in predicates or predicates[other] is None:
                         predicates[other] = predicate
-                fresh = pick(list(predicates))
-                queues.append([(o, predicates[o], direction, node, seed) for o in fresh])
-        nxt: list[tuple[str, str]] = []
+                found.append((node, seed, direction, predicates))
+        if suspended is not None:   # the archived check of the whole hop in one lookup
+            suspended.prefetch(o for *_, predicates in found for o in predicates)
+        queues: list[list[tuple[str, str | None, str, str, str]]] = []
+        for node, seed, direction, predicates in found:
+            fresh = pick(list(predicates))
+            queues.append([(o, predicates[o], direction, node, seed) for o in fresh])
+        taken: list[tuple[str, str | None, str, str, str]] = []
         for row in zip_longest(*queues):
             for item in row:
-                if item is None or item[0] in seen:
+                if item is None or item[0] in seen or len(out) + len(taken) >= budget:
                     continue
-                other, predicate, direction, via, seed = item
-                seen.add(other)
-                info = catalog.get(other)
-                out.append({"path": other, "title": info.title if info else other,
-                            "predicate": predicate, "direction": direction, "depth": hop,
-                            "via": via, "seed": seed})
-                nxt.append((other, seed))
-                if len(out) >= budget:
-                    return out
+                seen.add(item[0])
+                taken.append(item)
+        infos = catalog.many(item[0] for item in taken)   # one read for the hop
+        nxt: list[tuple[str, str]] = []
+        for other, predicate, direction, via, seed in taken:
+            info = infos[other]
+            out.append({"path": other, "title": info.title if info else other,
+                        "predicate": predicate, "direction": direction, "depth": hop,
+                        "via": via, "seed": seed})
+            nxt.append((other, seed))
+        if len(out) >= budget:
+            return out
         frontier = nxt
         if not frontier:
             break

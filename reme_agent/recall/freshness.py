@@ -10,7 +10,8 @@ files of its candidates (one `os.stat` each) and compares size + mtime with the 
   store down), their candidates are dropped and a warning says so.
 
 Files the index never saw cannot be candidates; a periodic listing of the vault (at most
-once per `SCAN_SECONDS` per Vault object, no stat per file) counts them, so a vault that was
+once per `SCAN_SECONDS` per Vault object: the files a whole-vault index run would take,
+named from the last run's folder listings where a folder did not change) counts them, so a vault that was
 never indexed says "run `reme-agent index`" instead of "no results", and `index_freshness`
 in the JSON reports the counts.
 """
@@ -107,10 +108,8 @@ class FreshnessCheck:
         now = time.monotonic()
         if now - self._scanned_at >= SCAN_SECONDS:
             self._scanned_at = now
-            extensions = tuple(e.lower() for e in vault.settings.index.extensions)
             try:
-                files = [p for p in vault.store.list() if p.lower().endswith(extensions)
-                         and not p.startswith(hidden)]
+                files = [p for p in vault.indexer.indexable_paths() if not p.startswith(hidden)]
                 self._unindexed = sum(1 for p in files if p not in known)
             except OSError as exc:
                 log.warning("could not list the vault to count unindexed notes: %s", exc)

@@ -24,7 +24,7 @@ from reme_agent.recall.pervault import PerVault
 from reme_agent.recall.signals import parse_moment
 
 if TYPE_CHECKING:
-    from reme_agent.engine.state import IndexState
+    from reme_agent.engine.state import FileRow, IndexState
     from reme_agent.recall.candidates import BlockHit
     from reme_agent.vault import Vault
 
@@ -90,6 +90,21 @@ class NodeCatalog:
             value = self._degrees[path] = _live_in_degree(graph, path, suspended)
         return value
 
+    def in_degrees(self, graph: Any, paths: Iterable[str], suspended: Any = None
+                   ) -> dict[str, int]:
+        """`in_degree` of many paths, the suspended check of all their linkers in one
+        status lookup (a hub's neighbours ranked for expansion: one query, not one each)."""
+        paths = list(dict.fromkeys(paths))
+        if suspended is not None:
+            if suspended is not self._suspended:
+                self._degrees, self._suspended = {}, suspended
+            todo = [p for p in paths if p not in self._degrees]
+            if len(todo) > 1:
+                suspended.prefetch(todo)
+                suspended.prefetch(s for p in todo if p not in suspended
+                                   for s, _ in graph.inbound(p))
+        return {p: self.in_degree(graph, p, suspended) for p in paths}
+
     def get(self, path: str) -> NodeInfo | None:
         """The note's info, or None when no indexed file has this path (e.g. a dangling link)."""
         with self._lock:
@@ -101,10 +116,21 @@ class NodeCatalog:
         return info
 
     def many(self, paths: Iterable[str]) -> dict[str, NodeInfo | None]:
-        return {p: self.get(p) for p in dict.fromkeys(paths)}
+        """Infos of many paths, the missing ones read in one query."""
+        paths = list(dict.fromkeys(paths))
+        with self._lock:
+            todo = [p for p in paths if p not in self._nodes]
+        if len(todo) > 1:
+            rows = self.state.files_of(todo)
+            built = {p: self._info(p, rows.get(p)) for p in todo}
+            with self._lock:
+                self._nodes.update(built)
+        return {p: self.get(p) for p in paths}
 
     def _build(self, path: str) -> NodeInfo | None:
-        row = self.state.file(path)
+        return self._info(path, self.state.file(path))
+
+    def _info(self, path: str, row: FileRow | None) -> NodeInfo | None:
         if row is None:
             return None
         fm = row.frontmatter if isinstance(row.frontmatter, dict) else {}

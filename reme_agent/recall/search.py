@@ -319,9 +319,8 @@ def _ranked(vault: Vault, query: str, opts: SearchSettings, *, include_archived:
             catalog = catalog_for(vault)
             catalog.sync()
             graph, suspended = vault.graph, archived_now(vault)  # the factors' own key
-            for path in paths:
-                catalog.get(path)
-                catalog.in_degree(graph, path, suspended)
+            catalog.many(paths)
+            catalog.in_degrees(graph, paths, suspended)
 
     def candidates_of() -> tuple[list[BlockHit], QueryEvidence]:
         # The vector side starts first: it runs while names, phrases and BM25 are found here.

@@ -210,3 +210,34 @@ def test_runs_in_another_process_and_tool_writes_keep_whole_runs_exact(root: Pat
         report = a.index()
         assert report.changed_files == ["n0.md"] and report.deleted_files == []
         assert a.index().changed_files == [] and b.index().changed_files == []
+
+
+def test_indexable_paths_names_what_the_next_run_would_index_without_listing_kept_folders(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Search's "N notes are not indexed yet" count (recall/freshness.py) asks this."""
+    write(root, "a/b/.tmp-writer-1", "half")
+    age(root)
+    with open_vault(root, HASH) as v:
+        v.index()
+        indexed = {r for r in v.state.file_stats()}
+        assert sorted(v.indexer.indexable_paths()) == sorted(indexed)
+        write(root, "a/b/c/added.md", "# Added\n")
+        (root / "knowledge/x/n4.md").unlink()
+        seen = listed(monkeypatch)
+        names = v.indexer.indexable_paths()
+        assert sorted(seen) == ["a/b", "a/b/c", "knowledge/x"]  # a/b: its temp file
+        assert "a/b/c/added.md" in names and "knowledge/x/n4.md" not in names
+        assert (root / "a/b/.tmp-writer-1").exists(), "a read-only question sweeps nothing"
+        report = v.index()
+    assert sorted(names) == sorted((indexed | set(report.changed_files))
+                                   - set(report.deleted_files))
+
+
+def test_search_counts_a_note_written_by_hand_as_not_indexed(root: Path) -> None:
+    from reme_agent.recall.freshness import check_for
+
+    with open_vault(root, HASH) as v:
+        v.index()
+        write(root, "a/by-hand.md", "# By hand\n")
+        report = check_for(v).report(v)
+    assert report.unindexed_files == 1 and "not indexed yet" in (report.hint() or "")
