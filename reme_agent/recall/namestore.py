@@ -1,0 +1,438 @@
+"""Where search's name index lives: SQLite beside the index state (DESIGN §7 "Names are first-class").
+
+Why a file: built in memory from the index state, the index cost every new process ~1.2 s
+of CPU at 10k notes (jieba over every name) and 12 s / 600 MB at 100k. Stored, a process
+opens it in milliseconds and reads only the rows a query touches, each through an index:
+entries by key, by spaced form, by path; token postings; bigram postings per key length.
+
+It is derived data, rebuildable at any time: a missing, corrupt or older-format file is
+rebuilt from the index state (logged once). It records the index generation it was synced
+to and which state file it came from (inode), and is caught up by stamp, one write
+transaction per sync, so a reader in another process (WAL) sees all of a sync or none.
+If the file cannot be written at all, the same tables live in memory for this process.
+
+This module is storage only; what a name is and how a query matches is `recall/names.py`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from reme_agent.engine.state import is_corruption
+
+log = logging.getLogger("reme_agent.index")
+
+FORMAT = "names-1"      # bump when the tables, or what fills them (names, tokens), change
+FILE_NAME = "names.sqlite"
+MIN_GRAM_LEN, MAX_GRAM_LEN = 5, 62   # fuzzy lookups: keys of 5+ chars, queries up to 60 (+2)
+_CHUNK = 500            # bound parameters per IN (SQLite's cap is higher; keeps plans simple)
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE files (path TEXT PRIMARY KEY, stamp TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE keys (kid INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, notes INTEGER NOT NULL);
+CREATE TABLE entries (eid INTEGER PRIMARY KEY, path TEXT NOT NULL, name TEXT NOT NULL,
+                      field TEXT NOT NULL, kid INTEGER NOT NULL, words TEXT NOT NULL,
+                      tokens TEXT NOT NULL);
+CREATE INDEX entries_path ON entries(path);
+CREATE INDEX entries_kid ON entries(kid);
+CREATE INDEX entries_words ON entries(words);
+CREATE TABLE postings (token TEXT NOT NULL, eid INTEGER NOT NULL, ntok INTEGER NOT NULL,
+                       PRIMARY KEY (token, eid)) WITHOUT ROWID;
+CREATE TABLE token_counts (token TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE grams (length INTEGER NOT NULL, gram TEXT NOT NULL, kid INTEGER NOT NULL,
+                    PRIMARY KEY (length, gram, kid)) WITHOUT ROWID;
+CREATE TABLE gram_counts (length INTEGER NOT NULL, gram TEXT NOT NULL, n INTEGER NOT NULL,
+                          PRIMARY KEY (length, gram)) WITHOUT ROWID;
+"""
+_TABLES = ("meta", "files", "keys", "entries", "postings", "token_counts", "grams", "gram_counts")
+_SEP = "\x1f"   # between an entry's tokens (jieba and the English tokenizer never emit it)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One name of one note, as a lookup returns it."""
+    eid: int          # entry order: the order names were (re)added, title first per note
+    path: str
+    name: str
+    field: str
+    key: str
+    notes: int        # notes sharing this key
+
+
+def bigrams(key: str) -> list[str]:
+    return [key[i:i + 2] for i in range(len(key) - 1)]
+
+
+class NameStore:
+    """The tables, a consistent read, and one writer per sync."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._lock = threading.RLock()
+        self._db = self._connect()
+
+    # -- opening ------------------------------------------------------------------------
+    def _connect(self) -> sqlite3.Connection:
+        """The file if it is current; rebuilt if missing, old or corrupt; memory if the
+        file cannot be used at all."""
+        if self.path is not None:
+            try:
+                return self._open_file(self.path)
+            except sqlite3.DatabaseError as exc:
+                if is_corruption(exc):
+                    log.warning("the name index %s is corrupt (%s); rebuilding it from the "
+                                "index state", self.path, exc)
+                    self._remove_files(self.path)
+                    with contextlib.suppress(sqlite3.DatabaseError, OSError):
+                        return self._open_file(self.path)
+                log.warning("cannot use the name index file %s (%s); keeping it in memory "
+                            "for this process", self.path, exc)
+            except OSError as exc:
+                log.warning("cannot use the name index file %s (%s); keeping it in memory "
+                            "for this process", self.path, exc)
+        db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        self._create(db)
+        return db
+
+    def _open_file(self, path: Path) -> sqlite3.Connection:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(path, check_same_thread=False, timeout=120, isolation_level=None)
+        try:
+            if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            found = _format_of(db)
+            if found != FORMAT:
+                db.execute("BEGIN IMMEDIATE")
+                if _format_of(db) != FORMAT:   # another process may have just done it
+                    if found is not None:
+                        log.info("the name index %s has format %s, not %s; rebuilding it",
+                                 path, found, FORMAT)
+                    for table in _TABLES:
+                        db.execute(f"DROP TABLE IF EXISTS {table}")
+                    self._create(db, in_transaction=True)
+                db.execute("COMMIT")
+            db.execute("SELECT count(*) FROM entries").fetchone()   # a damaged page shows here
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    @staticmethod
+    def _create(db: sqlite3.Connection, in_transaction: bool = False) -> None:
+        if not in_transaction:
+            db.execute("BEGIN")
+        for statement in _SCHEMA.split(";"):
+            if statement.strip():
+                db.execute(statement)
+        db.executemany("INSERT INTO meta VALUES (?, ?)",
+                       [("format", FORMAT), ("generation", "-1"), ("source", ""),
+                        ("version", "0"), ("entries", "0"), ("max_words", "0")])
+        if not in_transaction:
+            db.execute("COMMIT")
+
+    @staticmethod
+    def _remove_files(path: Path) -> None:
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(OSError):
+                os.unlink(f"{path}{suffix}")
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # -- reading ------------------------------------------------------------------------
+    @contextmanager
+    def reading(self) -> Iterator[int]:
+        """One read transaction (a single committed sync); yields the store's version."""
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                yield int(self._meta("version"))
+            finally:
+                self._db.execute("COMMIT")
+
+    def _meta(self, key: str) -> str:
+        return self._db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()[0]
+
+    def synced(self) -> tuple[int, str]:
+        """(generation, source) this store was last synced to."""
+        with self._lock:
+            return int(self._meta("generation")), self._meta("source")
+
+    def count_entries(self) -> int:
+        return int(self._meta("entries"))
+
+    def max_words(self) -> int:
+        return int(self._meta("max_words"))
+
+    _ENTRY = ("SELECT e.eid, e.path, e.name, e.field, k.key, k.notes FROM entries e "
+              "JOIN keys k ON k.kid = e.kid")
+
+    def iter_entries(self) -> Iterator[Entry]:
+        """Every entry in entry order (checks and benches; a query never reads them all)."""
+        cursor = self._db.execute(f"{self._ENTRY} ORDER BY e.eid")
+        while rows := cursor.fetchmany(4096):
+            yield from (Entry(*r) for r in rows)
+
+    def entries_of_path(self, path: str) -> list[Entry]:
+        return [Entry(*r) for r in self._db.execute(
+            f"{self._ENTRY} WHERE e.path = ? ORDER BY e.eid", (path,))]
+
+    def entries_with_key(self, key: str) -> list[Entry]:
+        return [Entry(*r) for r in self._db.execute(
+            f"{self._ENTRY} WHERE k.key = ? ORDER BY e.eid", (key,))]
+
+    def entries_with_words(self, words: Iterable[str]) -> dict[str, list[Entry]]:
+        """Spaced form -> its entries in entry order, for the forms that are names."""
+        out: dict[str, list[Entry]] = {}
+        wanted = list(dict.fromkeys(words))
+        for start in range(0, len(wanted), _CHUNK):
+            chunk = wanted[start:start + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            for r in self._db.execute(f"SELECT e.words, e.eid, e.path, e.name, e.field, k.key, "
+                                      f"k.notes FROM entries e JOIN keys k ON k.kid = e.kid "
+                                      f"WHERE e.words IN ({marks}) ORDER BY e.eid", chunk):
+                out.setdefault(r[0], []).append(Entry(*r[1:]))
+        return out
+
+    def entries_with_keys(self, keys: Iterable[str]) -> list[Entry]:
+        out: list[Entry] = []
+        wanted = list(keys)
+        for start in range(0, len(wanted), _CHUNK):
+            chunk = wanted[start:start + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            out += [Entry(*r) for r in self._db.execute(
+                f"{self._ENTRY} WHERE k.key IN ({marks})", chunk)]
+        return out
+
+    def entries_by_eid(self, eids: Iterable[int]) -> dict[int, tuple[Entry, tuple[str, ...]]]:
+        """eid -> (entry, its tokens)."""
+        out: dict[int, tuple[Entry, tuple[str, ...]]] = {}
+        wanted = list(eids)
+        for start in range(0, len(wanted), _CHUNK):
+            chunk = wanted[start:start + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            for r in self._db.execute(
+                    f"SELECT e.eid, e.path, e.name, e.field, k.key, k.notes, e.tokens "
+                    f"FROM entries e JOIN keys k ON k.kid = e.kid WHERE e.eid IN ({marks})",
+                    chunk):
+                out[r[0]] = (Entry(*r[:6]), tuple(r[6].split(_SEP)) if r[6] else ())
+        return out
+
+    def gram_counts(self, length: int, grams: Iterable[str]) -> dict[str, int]:
+        wanted = list(grams)
+        marks = ",".join("?" * len(wanted))
+        return dict(self._db.execute(
+            f"SELECT gram, n FROM gram_counts WHERE length = ? AND gram IN ({marks})",
+            [length, *wanted]))
+
+    def keys_with_gram(self, length: int, gram: str) -> list[tuple[int, str]]:
+        """(kid, key) of every key of this length holding this bigram."""
+        return self._db.execute("SELECT g.kid, k.key FROM grams g JOIN keys k ON k.kid = g.kid "
+                                "WHERE g.length = ? AND g.gram = ?", (length, gram)).fetchall()
+
+    def token_counts(self, tokens: Iterable[str]) -> dict[str, int]:
+        """Entries holding each token (0 for none)."""
+        out: dict[str, int] = {}
+        wanted = list(dict.fromkeys(tokens))
+        for start in range(0, len(wanted), _CHUNK):
+            chunk = wanted[start:start + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            out.update(self._db.execute(
+                f"SELECT token, n FROM token_counts WHERE token IN ({marks})", chunk))
+        return {t: out.get(t, 0) for t in wanted}
+
+    def postings(self, token: str) -> list[tuple[int, int]]:
+        """(eid, number of tokens of that entry) of every entry holding the token."""
+        return self._db.execute("SELECT eid, ntok FROM postings WHERE token = ?",
+                                (token,)).fetchall()
+
+    # -- writing ------------------------------------------------------------------------
+    @contextmanager
+    def writing(self) -> Iterator[Writer]:
+        """One write transaction: everything a sync changes lands at once, or not at all."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                writer = Writer(self._db)
+                yield writer
+                writer.flush()
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+
+class Writer:
+    """The changes of one sync, gathered in memory and written with `executemany`.
+
+    Key note counts are kept here as they change, so a policy that depends on them at the
+    time a name is added (shared headings) sees the adds and removals made so far."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+        self.generation, self.source = (int(_get(db, "generation")), _get(db, "source"))
+        self._entries = int(_get(db, "entries"))
+        self._max_words = int(_get(db, "max_words"))
+        self._next_eid = (db.execute("SELECT max(eid) FROM entries").fetchone()[0] or 0) + 1
+        self._next_kid = (db.execute("SELECT max(kid) FROM keys").fetchone()[0] or 0) + 1
+        self._empty = self._entries == 0 and self._next_kid == 1
+        self._keys: dict[str, list[int]] = {}          # key -> [kid, notes, notes in db]
+        self._new_keys: set[str] = set()
+        self._tokens: dict[str, int] = {}              # token -> count delta
+        self._stamps: list[tuple[str, str]] = []
+        self._forget: list[str] = []
+        self._gone_paths: list[str] = []
+        self._gone_postings: list[tuple[str, int]] = []
+        self._rows: list[tuple[int, str, str, str, int, str, str]] = []
+        self._postings: list[tuple[str, int, int]] = []
+        self._changed = False
+
+    def stamps(self) -> dict[str, str]:
+        return dict(self._db.execute("SELECT path, stamp FROM files"))
+
+    def _key(self, key: str) -> list[int]:
+        slot = self._keys.get(key)
+        if slot is None:
+            row = None if self._empty else self._db.execute(
+                "SELECT kid, notes FROM keys WHERE key = ?", (key,)).fetchone()
+            if row is None:
+                slot = [self._next_kid, 0, 0]
+                self._next_kid += 1
+                self._new_keys.add(key)
+            else:
+                slot = [row[0], row[1], row[1]]
+            self._keys[key] = slot
+        return slot
+
+    def notes_named(self, key: str) -> int:
+        """Notes holding this key now (one entry per note and key)."""
+        return self._key(key)[1]
+
+    def remove(self, path: str) -> None:
+        """Drop a note's names (its stamp row stays until `set_stamp`/`forget`)."""
+        rows = self._db.execute("SELECT e.eid, k.key, e.tokens FROM entries e JOIN keys k "
+                                "ON k.kid = e.kid WHERE e.path = ?", (path,)).fetchall()
+        if not rows:
+            return
+        self._changed = True
+        self._gone_paths.append(path)
+        for eid, key, tokens in rows:
+            self._key(key)[1] -= 1
+            self._entries -= 1
+            for tok in tokens.split(_SEP) if tokens else ():
+                self._tokens[tok] = self._tokens.get(tok, 0) - 1
+                self._gone_postings.append((tok, eid))
+
+    def add(self, path: str, name: str, field: str, key: str, words: str,
+            tokens: tuple[str, ...]) -> None:
+        slot = self._key(key)
+        slot[1] += 1
+        eid = self._next_eid
+        self._next_eid += 1
+        self._entries += 1
+        self._changed = True
+        self._max_words = max(self._max_words, len(words))
+        self._rows.append((eid, path, name, field, slot[0], words, _SEP.join(tokens)))
+        for tok in tokens:
+            self._tokens[tok] = self._tokens.get(tok, 0) + 1
+            self._postings.append((tok, eid, len(tokens)))
+
+    def set_stamp(self, path: str, stamp: str) -> None:
+        self._stamps.append((path, stamp))
+
+    def forget(self, path: str) -> None:
+        self._forget.append(path)
+
+    def finish(self, generation: int, source: str) -> None:
+        self.generation, self.source = generation, source
+
+    def flush(self) -> None:
+        db = self._db
+        if self._gone_paths:
+            db.executemany("DELETE FROM postings WHERE token = ? AND eid = ?",
+                           self._gone_postings)
+            db.executemany("DELETE FROM entries WHERE path = ?",
+                           [(p,) for p in self._gone_paths])
+        db.executemany("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?, ?)", self._rows)
+        db.executemany("INSERT INTO postings VALUES (?, ?, ?)", self._postings)
+        self._flush_tokens()
+        self._flush_keys()
+        db.executemany("DELETE FROM files WHERE path = ?", [(p,) for p in self._forget])
+        db.executemany("INSERT OR REPLACE INTO files VALUES (?, ?)", self._stamps)
+        meta = {"generation": str(self.generation), "source": self.source,
+                "entries": str(self._entries), "max_words": str(self._max_words)}
+        if self._changed:
+            meta["version"] = str(int(_get(db, "version")) + 1)
+        db.executemany("UPDATE meta SET value = ? WHERE key = ?",
+                       [(v, k) for k, v in meta.items()])
+
+    def _flush_tokens(self) -> None:
+        changes = [(t, d) for t, d in self._tokens.items() if d]
+        self._db.executemany(
+            "INSERT INTO token_counts VALUES (?, ?) "
+            "ON CONFLICT(token) DO UPDATE SET n = n + excluded.n", changes)
+        self._db.executemany("DELETE FROM token_counts WHERE token = ? AND n <= 0",
+                             [(t,) for t, d in changes if d < 0])
+
+    def _flush_keys(self) -> None:
+        db = self._db
+        added, dropped, counts = [], [], []
+        grams: dict[tuple[int, str], int] = {}
+        for key, (kid, notes, before) in self._keys.items():
+            new = key in self._new_keys
+            if notes == before and not new:
+                continue
+            fuzzy = MIN_GRAM_LEN <= len(key) <= MAX_GRAM_LEN
+            if notes <= 0:
+                if not new:
+                    dropped.append((kid,))
+                    for gram in set(bigrams(key)) if fuzzy else ():
+                        grams[len(key), gram] = grams.get((len(key), gram), 0) - 1
+            elif new:
+                added.append((kid, key, notes))
+                for gram in set(bigrams(key)) if fuzzy else ():
+                    grams[len(key), gram] = grams.get((len(key), gram), 0) + 1
+            else:
+                counts.append((notes, kid))
+        db.executemany("UPDATE keys SET notes = ? WHERE kid = ?", counts)
+        db.executemany("DELETE FROM keys WHERE kid = ?", dropped)
+        db.executemany("INSERT INTO keys VALUES (?, ?, ?)", added)
+        new_grams, gone_grams = [], []
+        for key, (kid, notes, _) in self._keys.items():
+            if not MIN_GRAM_LEN <= len(key) <= MAX_GRAM_LEN:
+                continue
+            if key in self._new_keys and notes > 0:
+                new_grams += [(len(key), g, kid) for g in set(bigrams(key))]
+            elif key not in self._new_keys and notes <= 0:
+                gone_grams += [(len(key), g, kid) for g in set(bigrams(key))]
+        db.executemany("DELETE FROM grams WHERE length = ? AND gram = ? AND kid = ?",
+                       gone_grams)
+        db.executemany("INSERT INTO grams VALUES (?, ?, ?)", new_grams)
+        db.executemany("INSERT INTO gram_counts VALUES (?, ?, ?) ON CONFLICT(length, gram) "
+                       "DO UPDATE SET n = n + excluded.n",
+                       [(n, g, d) for (n, g), d in grams.items() if d])
+        db.executemany("DELETE FROM gram_counts WHERE length = ? AND gram = ? AND n <= 0",
+                       [(n, g) for (n, g), d in grams.items() if d < 0])
+
+
+def _get(db: sqlite3.Connection, key: str) -> str:
+    return db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()[0]
+
+
+def _format_of(db: sqlite3.Connection) -> str | None:
+    try:
+        row = db.execute("SELECT value FROM meta WHERE key='format'").fetchone()
+    except sqlite3.OperationalError:   # no tables yet
+        return None
+    return row[0] if row else None
