@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from reme_agent.engine.names import note_aliases, note_title
 from reme_agent.engine.tokenize import tokenize
-from reme_agent.recall.namestore import FILE_NAME, Entry, NameStore, bigrams
+from reme_agent.recall.namestore import FILE_NAME, MAX_HEADING_NOTES, Entry, NameStore, bigrams
 from reme_agent.recall.normalize import CJK_CHAR as _CJK
 from reme_agent.recall.normalize import compact, spaced, within_words
 from reme_agent.recall.pervault import PerVault
@@ -53,7 +53,6 @@ if TYPE_CHECKING:
 __all__ = ["NameIndex", "NameMatch", "index_for", "note_name_tokens", "osa_distance"]
 
 MAX_SHARED = 5          # a name more notes share is a common word, not a name
-MAX_HEADING_NOTES = 2   # a heading more notes share ("Overview") names no note
 FIELD_WEIGHT = {"title": 1.0, "alias": 1.0, "stem": 1.0, "heading": 0.7}
 
 
@@ -180,12 +179,8 @@ class NameIndex:
                 w.remove(path)
                 frontmatter, first, heads = sources[path]
                 for name, field in note_names(path, frontmatter, first, heads):
-                    key = compact(name)
-                    # a heading many notes share ("Overview") names none: not tokenised.
-                    # Counted when the note is (re)read, as the in-memory index did.
-                    shared = field == "heading" and w.notes_named(key) > MAX_HEADING_NOTES
-                    w.add(path, name, field, key, spaced(name),
-                          () if shared else note_name_tokens(name))
+                    w.add(path, name, field, compact(name), spaced(name),
+                          note_name_tokens(name))
                 w.set_stamp(path, stamps[path])
         w.finish(gen, source)
 

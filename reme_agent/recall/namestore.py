@@ -34,6 +34,14 @@ FORMAT = "names-1"      # bump when the tables, or what fills them (names, token
 FILE_NAME = "names.sqlite"
 MIN_GRAM_LEN, MAX_GRAM_LEN = 5, 62   # fuzzy lookups: keys of 5+ chars, queries up to 60 (+2)
 _CHUNK = 500            # bound parameters per IN (SQLite's cap is higher; keeps plans simple)
+MAX_HEADING_NOTES = 2   # a heading more notes share ("Overview") names no note
+
+
+def tokenised(field: str, notes: int) -> bool:
+    """Whether an entry's tokens are posted: a heading many notes share ("Overview") names
+    none, so its words do not count (nor weigh on idf). Decided by the notes sharing the key
+    *now*, so the store is the same whatever order notes were synced in."""
+    return field != "heading" or notes <= MAX_HEADING_NOTES
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -274,10 +282,8 @@ class NameStore:
 
 
 class Writer:
-    """The changes of one sync, gathered in memory and written with `executemany`.
-
-    Key note counts are kept here as they change, so a policy that depends on them at the
-    time a name is added (shared headings) sees the adds and removals made so far."""
+    """The changes of one sync, gathered in memory and written with `executemany`; key note
+    counts are settled first, so postings follow `tokenised` for the final counts."""
 
     def __init__(self, db: sqlite3.Connection) -> None:
         self._db = db
@@ -287,16 +293,13 @@ class Writer:
         self._next_eid = (db.execute("SELECT max(eid) FROM entries").fetchone()[0] or 0) + 1
         self._next_kid = (db.execute("SELECT max(kid) FROM keys").fetchone()[0] or 0) + 1
         self._empty = self._entries == 0 and self._next_kid == 1
-        self._keys: dict[str, list[int]] = {}          # key -> [kid, notes, notes in db]
+        self._keys: dict[str, list[int]] = {}   # key -> [kid, notes now, notes in the file]
         self._new_keys: set[str] = set()
-        self._tokens: dict[str, int] = {}              # token -> count delta
+        self._removed: list[tuple[int, str, str, str]] = []   # eid, key, field, tokens
+        self._added: list[tuple[int, str, str, int, str, str, str]] = []
         self._stamps: list[tuple[str, str]] = []
         self._forget: list[str] = []
         self._gone_paths: list[str] = []
-        self._gone_postings: list[tuple[str, int]] = []
-        self._rows: list[tuple[int, str, str, str, int, str, str]] = []
-        self._postings: list[tuple[str, int, int]] = []
-        self._changed = False
 
     def stamps(self) -> dict[str, str]:
         return dict(self._db.execute("SELECT path, stamp FROM files"))
@@ -315,38 +318,26 @@ class Writer:
             self._keys[key] = slot
         return slot
 
-    def notes_named(self, key: str) -> int:
-        """Notes holding this key now (one entry per note and key)."""
-        return self._key(key)[1]
-
     def remove(self, path: str) -> None:
         """Drop a note's names (its stamp row stays until `set_stamp`/`forget`)."""
-        rows = self._db.execute("SELECT e.eid, k.key, e.tokens FROM entries e JOIN keys k "
-                                "ON k.kid = e.kid WHERE e.path = ?", (path,)).fetchall()
-        if not rows:
-            return
-        self._changed = True
-        self._gone_paths.append(path)
-        for eid, key, tokens in rows:
-            self._key(key)[1] -= 1
+        rows = self._db.execute("SELECT e.eid, k.key, e.field, e.tokens FROM entries e "
+                                "JOIN keys k ON k.kid = e.kid WHERE e.path = ?",
+                                (path,)).fetchall()
+        if rows:
+            self._gone_paths.append(path)
+        for row in rows:
+            self._key(row[1])[1] -= 1
             self._entries -= 1
-            for tok in tokens.split(_SEP) if tokens else ():
-                self._tokens[tok] = self._tokens.get(tok, 0) - 1
-                self._gone_postings.append((tok, eid))
+            self._removed.append(row)
 
     def add(self, path: str, name: str, field: str, key: str, words: str,
             tokens: tuple[str, ...]) -> None:
         slot = self._key(key)
         slot[1] += 1
-        eid = self._next_eid
-        self._next_eid += 1
         self._entries += 1
-        self._changed = True
         self._max_words = max(self._max_words, len(words))
-        self._rows.append((eid, path, name, field, slot[0], words, _SEP.join(tokens)))
-        for tok in tokens:
-            self._tokens[tok] = self._tokens.get(tok, 0) + 1
-            self._postings.append((tok, eid, len(tokens)))
+        self._added.append((self._next_eid, path, name, field, slot[0], words, _SEP.join(tokens)))
+        self._next_eid += 1
 
     def set_stamp(self, path: str, stamp: str) -> None:
         self._stamps.append((path, stamp))
@@ -359,26 +350,58 @@ class Writer:
 
     def flush(self) -> None:
         db = self._db
-        if self._gone_paths:
-            db.executemany("DELETE FROM postings WHERE token = ? AND eid = ?",
-                           self._gone_postings)
-            db.executemany("DELETE FROM entries WHERE path = ?",
-                           [(p,) for p in self._gone_paths])
-        db.executemany("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?, ?)", self._rows)
-        db.executemany("INSERT INTO postings VALUES (?, ?, ?)", self._postings)
-        self._flush_tokens()
+        post, unpost = self._posting_changes()
+        db.executemany("DELETE FROM postings WHERE token = ? AND eid = ?", unpost)
+        db.executemany("DELETE FROM entries WHERE path = ?", [(p,) for p in self._gone_paths])
+        db.executemany("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?, ?)", self._added)
+        db.executemany("INSERT INTO postings VALUES (?, ?, ?)", post)
+        counts: dict[str, int] = {}
+        for tok, *_ in post:
+            counts[tok] = counts.get(tok, 0) + 1
+        for tok, _ in unpost:
+            counts[tok] = counts.get(tok, 0) - 1
+        self._flush_counts(counts)
         self._flush_keys()
         db.executemany("DELETE FROM files WHERE path = ?", [(p,) for p in self._forget])
         db.executemany("INSERT OR REPLACE INTO files VALUES (?, ?)", self._stamps)
         meta = {"generation": str(self.generation), "source": self.source,
                 "entries": str(self._entries), "max_words": str(self._max_words)}
-        if self._changed:
+        if self._removed or self._added:
             meta["version"] = str(int(_get(db, "version")) + 1)
         db.executemany("UPDATE meta SET value = ? WHERE key = ?",
                        [(v, k) for k, v in meta.items()])
 
-    def _flush_tokens(self) -> None:
-        changes = [(t, d) for t, d in self._tokens.items() if d]
+    def _posting_changes(self) -> tuple[list[tuple[str, int, int]], list[tuple[str, int]]]:
+        """Postings to add and to drop: of the names added and removed, and of the headings
+        that stayed while the number of notes sharing them crossed `MAX_HEADING_NOTES`."""
+        post: list[tuple[str, int, int]] = []
+        unpost: list[tuple[str, int]] = []
+        for eid, key, field, tokens in self._removed:
+            if tokens and tokenised(field, self._keys[key][2]):
+                unpost += [(tok, eid) for tok in tokens.split(_SEP)]
+        kid_key = {slot[0]: key for key, slot in self._keys.items()}
+        for eid, _, _, field, kid, _, tokens in self._added:
+            if tokens and tokenised(field, self._keys[kid_key[kid]][1]):
+                toks = tokens.split(_SEP)
+                post += [(tok, eid, len(toks)) for tok in toks]
+        removed = {row[0] for row in self._removed}
+        for key, (kid, now, before) in self._keys.items():
+            was, is_ = tokenised("heading", before), tokenised("heading", now)
+            if key in self._new_keys or was == is_:
+                continue
+            for eid, tokens in self._db.execute("SELECT eid, tokens FROM entries WHERE kid = ? "
+                                                "AND field = 'heading'", (kid,)).fetchall():
+                if eid in removed or not tokens:
+                    continue
+                toks = tokens.split(_SEP)
+                if is_:
+                    post += [(tok, eid, len(toks)) for tok in toks]
+                else:
+                    unpost += [(tok, eid) for tok in toks]
+        return post, unpost
+
+    def _flush_counts(self, counts: dict[str, int]) -> None:
+        changes = [(t, d) for t, d in counts.items() if d]
         self._db.executemany(
             "INSERT INTO token_counts VALUES (?, ?) "
             "ON CONFLICT(token) DO UPDATE SET n = n + excluded.n", changes)
@@ -386,44 +409,40 @@ class Writer:
                              [(t,) for t, d in changes if d < 0])
 
     def _flush_keys(self) -> None:
-        db = self._db
+        """Key rows and, for keys of fuzzy-matchable length that appear or vanish, their
+        bigram postings and counts."""
         added, dropped, counts = [], [], []
-        grams: dict[tuple[int, str], int] = {}
+        new_grams, gone_grams = [], []
+        deltas: dict[tuple[int, str], int] = {}
         for key, (kid, notes, before) in self._keys.items():
             new = key in self._new_keys
             if notes == before and not new:
                 continue
-            fuzzy = MIN_GRAM_LEN <= len(key) <= MAX_GRAM_LEN
-            if notes <= 0:
-                if not new:
-                    dropped.append((kid,))
-                    for gram in set(bigrams(key)) if fuzzy else ():
-                        grams[len(key), gram] = grams.get((len(key), gram), 0) - 1
-            elif new:
+            if new and notes > 0:
                 added.append((kid, key, notes))
-                for gram in set(bigrams(key)) if fuzzy else ():
-                    grams[len(key), gram] = grams.get((len(key), gram), 0) + 1
-            else:
+            elif not new and notes <= 0:
+                dropped.append((kid,))
+            elif not new:
                 counts.append((notes, kid))
+            if not MIN_GRAM_LEN <= len(key) <= MAX_GRAM_LEN or (new and notes <= 0) or \
+                    (not new and notes > 0):
+                continue
+            step = 1 if new else -1
+            for gram in set(bigrams(key)):
+                (new_grams if new else gone_grams).append((len(key), gram, kid))
+                deltas[len(key), gram] = deltas.get((len(key), gram), 0) + step
+        db = self._db
         db.executemany("UPDATE keys SET notes = ? WHERE kid = ?", counts)
         db.executemany("DELETE FROM keys WHERE kid = ?", dropped)
         db.executemany("INSERT INTO keys VALUES (?, ?, ?)", added)
-        new_grams, gone_grams = [], []
-        for key, (kid, notes, _) in self._keys.items():
-            if not MIN_GRAM_LEN <= len(key) <= MAX_GRAM_LEN:
-                continue
-            if key in self._new_keys and notes > 0:
-                new_grams += [(len(key), g, kid) for g in set(bigrams(key))]
-            elif key not in self._new_keys and notes <= 0:
-                gone_grams += [(len(key), g, kid) for g in set(bigrams(key))]
         db.executemany("DELETE FROM grams WHERE length = ? AND gram = ? AND kid = ?",
                        gone_grams)
         db.executemany("INSERT INTO grams VALUES (?, ?, ?)", new_grams)
         db.executemany("INSERT INTO gram_counts VALUES (?, ?, ?) ON CONFLICT(length, gram) "
                        "DO UPDATE SET n = n + excluded.n",
-                       [(n, g, d) for (n, g), d in grams.items() if d])
+                       [(n, g, d) for (n, g), d in deltas.items() if d])
         db.executemany("DELETE FROM gram_counts WHERE length = ? AND gram = ? AND n <= 0",
-                       [(n, g) for (n, g), d in grams.items() if d < 0])
+                       [(n, g) for (n, g), d in deltas.items() if d < 0])
 
 
 def _get(db: sqlite3.Connection, key: str) -> str:

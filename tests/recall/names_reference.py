@@ -3,7 +3,10 @@ persisted `recall/names.py` must equal, query for query (`test_names_store.py`).
 
 Copied from `recall/names.py` at 87416cd with two changes that fix an order the old code left
 to Python's set iteration (ties between names of one note): exact matches and token matches
-are visited in entry order.
+are visited in entry order; notes per key are cached per sync (speed only); and whether a
+heading's tokens count is decided on the notes sharing it after the sync, not when its note
+was read (that made the answers depend on the order notes had been read in, which a store
+kept across processes would have carried forever).
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ class ReferenceNameIndex:
         self._next = 0
         self._automaton: Any = None
         self._idf_totals: dict[int, float] = {}   # entry -> idf sum of its tokens, per sync
+        self._named: dict[str, int] = {}
 
     # -- upkeep -------------------------------------------------------------------------
     def sync(self) -> None:
@@ -81,16 +85,24 @@ class ReferenceNameIndex:
                     frontmatter, first, heads = sources[path]
                     for name, field in note_names(path, frontmatter, first, heads):
                         key = compact(name)
-                        # a heading many notes share ("Overview") names none: not tokenised
-                        shared = field == "heading" and \
-                            len(self._by_key.get(key, ())) > MAX_HEADING_NOTES
                         self._add(_Entry(path, name, field, key, spaced(name),
-                                         () if shared else note_name_tokens(name)))
+                                         note_name_tokens(name)))
             if changed or gone:
                 self._automaton = None
                 self._idf_totals = {}
+                self._named = {}
+                self._post_tokens()
             self._stamps = stamps
             self._generation = gen
+
+    def _post_tokens(self) -> None:
+        """Token postings of every name but headings more than MAX_HEADING_NOTES notes share
+        (decided on the counts after the sync, as the store does)."""
+        self._by_token = {}
+        for eid, entry in self._entries.items():
+            if entry.field != "heading" or self._notes_named(entry.key) <= MAX_HEADING_NOTES:
+                for tok in entry.tokens:
+                    self._by_token.setdefault(tok, set()).add(eid)
 
     def _add(self, entry: _Entry) -> None:
         eid = self._next
@@ -98,8 +110,6 @@ class ReferenceNameIndex:
         self._entries[eid] = entry
         self._by_path.setdefault(entry.path, []).append(eid)
         self._by_key.setdefault(entry.key, set()).add(eid)
-        for tok in entry.tokens:
-            self._by_token.setdefault(tok, set()).add(eid)
         if len(entry.key) >= 5:
             self._by_len.setdefault(len(entry.key), set()).add(eid)
             self._grams.pop(len(entry.key), None)
@@ -108,8 +118,6 @@ class ReferenceNameIndex:
         for eid in self._by_path.pop(path, ()):
             entry = self._entries.pop(eid)
             _discard(self._by_key, entry.key, eid)
-            for tok in entry.tokens:
-                _discard(self._by_token, tok, eid)
             if len(entry.key) >= 5:
                 _discard(self._by_len, len(entry.key), eid)
                 self._grams.pop(len(entry.key), None)
@@ -126,7 +134,13 @@ class ReferenceNameIndex:
         return grams
 
     def _notes_named(self, key: str) -> int:
-        return len({self._entries[e].path for e in self._by_key.get(key, ())})
+        # cached per sync (the one change to its speed: a typo of a heading 5,000 notes
+        # share checked each of them against all of them, minutes per query at 10k)
+        count = self._named.get(key)
+        if count is None:
+            count = self._named[key] = len({self._entries[e].path
+                                            for e in self._by_key.get(key, ())})
+        return count
 
     def _usable(self, eid: int) -> bool:
         entry = self._entries[eid]

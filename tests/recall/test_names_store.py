@@ -161,6 +161,14 @@ def test_the_stored_index_answers_as_the_in_memory_one_through_edits(tmp_path: P
         names = [n for p in notes for n in ref.names_of(p)]
         named += _same(ref, other, _queries(rng, names), sorted(notes)[:10])
         other.close()
+        # the kept store against one built from nothing: the same notes, kinds and strengths
+        # (which of a note's equally strong names is shown follows the order names were read)
+        scratch = ReferenceNameIndex(vault.state)
+        scratch.sync()
+        for q in _queries(rng, names):
+            toks = tokenize(q)
+            assert {p: (m.kind, m.strength) for p, m in idx.match(q, toks).items()} == \
+                {p: (m.kind, m.strength) for p, m in scratch.match(q, toks).items()}, q
         idx.close()
         # from scratch: a new file equals a new in-memory index
         for suffix in ("", "-wal", "-shm"):
