@@ -30,7 +30,7 @@ from reme_agent.engine.state import is_corruption
 
 log = logging.getLogger("reme_agent.index")
 
-FORMAT = "names-1"      # bump when the tables, or what fills them (names, tokens), change
+FORMAT = "names-2"      # bump when the tables, or what fills them (names, tokens), change
 FILE_NAME = "names.sqlite"
 MIN_GRAM_LEN, MAX_GRAM_LEN = 5, 62   # fuzzy lookups: keys of 5+ chars, queries up to 60 (+2)
 _CHUNK = 500            # bound parameters per IN (SQLite's cap is higher; keeps plans simple)

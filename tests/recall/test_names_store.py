@@ -26,7 +26,8 @@ EN = ["circuit", "breaker", "payment", "gateway", "refund", "duplicate", "rollou
 ZH = ["熔断", "背景", "决策", "记录", "支付", "网关", "退款", "重复", "灰度", "发布", "向量",
       "索引", "延迟", "负责人", "部署", "蓝绿", "风暴", "队列", "重试", "预算", "复盘", "事故", "云南", "自驾", "行程"]
 SHARED_HEADINGS = ["Overview", "Next steps", "背景", "Failover drill", "Open questions",
-                   "决策记录", "Timeline"]
+                   "决策记录", "Timeline", "Budget review", "Retry budget", "Queue latency",
+                   "Open drill", "背景资料", "复盘记录", "Canary rollout"]
 FILLER = ["what is the", "who owns the", "tell me about", "", "how does", "的负责人是谁"]
 
 
@@ -89,6 +90,9 @@ def _write(root: Path, path: str, text: str) -> None:
 
 def _same(ref: ReferenceNameIndex, idx: NameIndex, queries: list[str], paths: list[str]) -> int:
     """Every lookup equal, part by part and whole; returns how many queries named a note."""
+    with idx.store.reading():   # the postings behind idf: entries per token
+        stored = dict(idx.store._db.execute("SELECT token, n FROM token_counts"))
+    assert stored == {t: len(eids) for t, eids in ref._by_token.items() if eids}
     named = 0
     for q in queries:
         toks = tokenize(q)
