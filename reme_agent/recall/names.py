@@ -35,6 +35,7 @@ import functools
 import math
 import os
 import threading
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -133,6 +134,7 @@ class NameIndex:
         self._version = -1             # the store version the caches below belong to
         self._counts: dict[str, int] = {}   # token -> entries holding it (tokens queried)
         self._n_names = 0
+        self.closes_with_vault = False
 
     @property
     def store(self) -> NameStore:
@@ -206,7 +208,8 @@ class NameIndex:
             key = compact(query)
             words = spaced(query)
             found: list[NameMatch] = []
-            exact = [e for e in store.entries_with_key(key) if _usable(e)] if key else []
+            exact = [e for e in store.entries_with_keys([key], MAX_SHARED)
+                     if _usable(e)] if key else []
             for entry in exact:
                 found.append(_make(entry, "exact", 1.0))
             if not exact:
@@ -227,6 +230,7 @@ class NameIndex:
         if n < 5 or n > 60:
             return []
         grams = set(bigrams(key))
+        chars = dict(Counter(key))
         dist_of: dict[str, int] = {}
         for length in range(max(5, n - 2), n + 3):
             limit = max_edits(min(length, n))
@@ -239,26 +243,32 @@ class NameIndex:
             # rarest len - need + 1 (so common bigrams like "th" are never read whole).
             rarest = sorted(grams, key=lambda g: counts.get(g, 0))[:len(grams) - need + 1]
             candidates = {other for gram in rarest if counts.get(gram)
-                          for _, other in self.store.keys_with_gram(length, gram)}
+                          for other, notes in self.store.keys_with_gram(length, gram)
+                          if notes <= MAX_SHARED}
             for other in candidates:
-                if len(grams.intersection(bigrams(other))) < need:
+                if len(grams.intersection(bigrams(other))) < need or \
+                        _char_difference(chars, n, other) > 2 * limit:
                     continue
                 dist = osa_distance(key, other, limit)
                 if 0 < dist <= limit:
                     dist_of[other] = dist
         if not dist_of:
             return []
-        entries = self.store.entries_with_keys(dist_of)
+        entries = self.store.entries_with_keys(dist_of, MAX_SHARED)
         entries.sort(key=lambda e: (len(e.key), e.eid))   # by length, then entry order
         return [_make(e, "fuzzy", 0.9 - 0.05 * dist_of[e.key]) for e in entries if _usable(e)]
 
     def _contained(self, words: str, key: str) -> list[NameMatch]:
         """Names the query holds on word boundaries: each span of the query that could be
-        one is looked up (a query's spans, not an automaton over every name)."""
+        one is looked up (a query's spans, not an automaton over every name). A name's key
+        is its spaced form without the spaces, so the spans' keys find them."""
         if not words:
             return []
         spans = _spans(words, self.store.max_words())
-        named = self.store.entries_with_words(words[s:e] for s, e in spans)
+        named: dict[str, list[Entry]] = {}
+        for entry in self.store.entries_with_keys(
+                {words[s:e].replace(" ", "") for s, e in spans}, MAX_SHARED):
+            named.setdefault(entry.words, []).append(entry)
         total = max(1, len(key))
         out = []
         for start, end in spans:
@@ -284,18 +294,26 @@ class NameIndex:
         counts = self._token_counts(query)
         idf = {t: math.log(1 + n_names / (1 + counts[t])) for t in query}
         hits: dict[int, float] = {}
+        held: dict[int, int] = {}    # eid -> its tokens the query does not hold
         for tok in query:
             if not counts[tok]:
                 continue
             for eid, ntok in self.store.postings(tok):
                 if ntok >= 2:   # a one-token name is an exact or contained match, or none
                     hits[eid] = hits.get(eid, 0.0) + idf[tok]
-        if not hits:
+                    held[eid] = held.get(eid, ntok) - 1
+        # Each token a name holds beyond the query weighs at least `floor` (the idf of the
+        # commonest token the query lacks): a name whose other tokens must outweigh the
+        # query's cannot cover half its weight and is never read.
+        floor = self._idf_floor(query, n_names)
+        wanted = [eid for eid, got in hits.items()
+                  if held[eid] * floor <= got + 1e-9 * max(1.0, got)]
+        if not wanted:
             return []
-        rows = self.store.entries_by_eid(hits)
+        rows = self.store.entries_by_eid(wanted)
         counts = self._token_counts({t for _, toks in rows.values() for t in toks})
         out = []
-        for eid in sorted(hits):
+        for eid in sorted(wanted):
             entry, toks = rows[eid]
             total = sum(math.log(1 + n_names / (1 + counts[t])) for t in toks)
             name_cov = hits[eid] / total if total else 0.0
@@ -303,6 +321,27 @@ class NameIndex:
                 continue
             out.append(_make(entry, "tokens", 0.8 * name_cov))
         return out
+
+    def _idf_floor(self, query: list[str], n_names: int) -> float:
+        """The smallest idf a token not in the query can have."""
+        top = self.store.top_counts(len(query) + 1)
+        held = set(query)
+        commonest = next((n for tok, n in top if tok not in held), 0)
+        return math.log(1 + n_names / (1 + commonest)) if commonest else 0.0
+
+
+def _char_difference(chars: dict[str, int], length: int, other: str) -> int:
+    """Characters in one string and not the other, with multiplicity: an edit changes at
+    most two (a swap none), so more than 2 x limit rules the edit distance out cheaply."""
+    left = dict(chars)
+    extra = 0
+    for char in other:
+        count = left.get(char, 0)
+        if count:
+            left[char] = count - 1
+        else:
+            extra += 1
+    return extra + length - (len(other) - extra)
 
 
 SYNC_CHUNK = 2000   # notes whose name sources are read (and held) at once while syncing
@@ -350,5 +389,8 @@ _indexes: PerVault[NameIndex] = PerVault(NameIndex)
 def index_for(vault: Vault) -> NameIndex:
     """The vault's name index, in step with its index state (one per Vault object)."""
     idx = _indexes.get(vault)
+    if not idx.closes_with_vault:   # its connection ends with the vault's stores
+        idx.closes_with_vault = True
+        vault.on_close(idx.close)
     idx.sync()
     return idx

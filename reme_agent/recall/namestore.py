@@ -30,7 +30,7 @@ from reme_agent.engine.state import is_corruption
 
 log = logging.getLogger("reme_agent.index")
 
-FORMAT = "names-2"      # bump when the tables, or what fills them (names, tokens), change
+FORMAT = "names-3"      # bump when the tables, or what fills them (names, tokens), change
 FILE_NAME = "names.sqlite"
 MIN_GRAM_LEN, MAX_GRAM_LEN = 5, 62   # fuzzy lookups: keys of 5+ chars, queries up to 60 (+2)
 _CHUNK = 500            # bound parameters per IN (SQLite's cap is higher; keeps plans simple)
@@ -56,6 +56,7 @@ CREATE INDEX entries_words ON entries(words);
 CREATE TABLE postings (token TEXT NOT NULL, eid INTEGER NOT NULL, ntok INTEGER NOT NULL,
                        PRIMARY KEY (token, eid)) WITHOUT ROWID;
 CREATE TABLE token_counts (token TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
+CREATE INDEX token_counts_n ON token_counts(n);
 CREATE TABLE grams (length INTEGER NOT NULL, gram TEXT NOT NULL, kid INTEGER NOT NULL,
                     PRIMARY KEY (length, gram, kid)) WITHOUT ROWID;
 CREATE TABLE gram_counts (length INTEGER NOT NULL, gram TEXT NOT NULL, n INTEGER NOT NULL,
@@ -74,6 +75,7 @@ class Entry:
     field: str
     key: str
     notes: int        # notes sharing this key
+    words: str        # spaced form: the key is this without its spaces
 
 
 def bigrams(key: str) -> list[str]:
@@ -183,7 +185,7 @@ class NameStore:
     def max_words(self) -> int:
         return int(self._meta("max_words"))
 
-    _ENTRY = ("SELECT e.eid, e.path, e.name, e.field, k.key, k.notes FROM entries e "
+    _ENTRY = ("SELECT e.eid, e.path, e.name, e.field, k.key, k.notes, e.words FROM entries e "
               "JOIN keys k ON k.kid = e.kid")
 
     def iter_entries(self) -> Iterator[Entry]:
@@ -196,31 +198,17 @@ class NameStore:
         return [Entry(*r) for r in self._db.execute(
             f"{self._ENTRY} WHERE e.path = ? ORDER BY e.eid", (path,))]
 
-    def entries_with_key(self, key: str) -> list[Entry]:
-        return [Entry(*r) for r in self._db.execute(
-            f"{self._ENTRY} WHERE k.key = ? ORDER BY e.eid", (key,))]
-
-    def entries_with_words(self, words: Iterable[str]) -> dict[str, list[Entry]]:
-        """Spaced form -> its entries in entry order, for the forms that are names."""
-        out: dict[str, list[Entry]] = {}
-        wanted = list(dict.fromkeys(words))
-        for start in range(0, len(wanted), _CHUNK):
-            chunk = wanted[start:start + _CHUNK]
-            marks = ",".join("?" * len(chunk))
-            for r in self._db.execute(f"SELECT e.words, e.eid, e.path, e.name, e.field, k.key, "
-                                      f"k.notes FROM entries e JOIN keys k ON k.kid = e.kid "
-                                      f"WHERE e.words IN ({marks}) ORDER BY e.eid", chunk):
-                out.setdefault(r[0], []).append(Entry(*r[1:]))
-        return out
-
-    def entries_with_keys(self, keys: Iterable[str]) -> list[Entry]:
+    def entries_with_keys(self, keys: Iterable[str], max_notes: int) -> list[Entry]:
+        """Entries of these keys, in entry order, leaving out keys more than `max_notes`
+        notes share (a heading 5,000 notes share is one row of `keys`, never 5,000)."""
         out: list[Entry] = []
-        wanted = list(keys)
+        wanted = list(dict.fromkeys(keys))
         for start in range(0, len(wanted), _CHUNK):
             chunk = wanted[start:start + _CHUNK]
             marks = ",".join("?" * len(chunk))
             out += [Entry(*r) for r in self._db.execute(
-                f"{self._ENTRY} WHERE k.key IN ({marks})", chunk)]
+                f"{self._ENTRY} WHERE k.key IN ({marks}) AND k.notes <= ?", [*chunk, max_notes])]
+        out.sort(key=lambda e: e.eid)
         return out
 
     def entries_by_eid(self, eids: Iterable[int]) -> dict[int, tuple[Entry, tuple[str, ...]]]:
@@ -231,10 +219,10 @@ class NameStore:
             chunk = wanted[start:start + _CHUNK]
             marks = ",".join("?" * len(chunk))
             for r in self._db.execute(
-                    f"SELECT e.eid, e.path, e.name, e.field, k.key, k.notes, e.tokens "
+                    f"SELECT e.eid, e.path, e.name, e.field, k.key, k.notes, e.words, e.tokens "
                     f"FROM entries e JOIN keys k ON k.kid = e.kid WHERE e.eid IN ({marks})",
                     chunk):
-                out[r[0]] = (Entry(*r[:6]), tuple(r[6].split(_SEP)) if r[6] else ())
+                out[r[0]] = (Entry(*r[:7]), tuple(r[7].split(_SEP)) if r[7] else ())
         return out
 
     def gram_counts(self, length: int, grams: Iterable[str]) -> dict[str, int]:
@@ -244,10 +232,15 @@ class NameStore:
             f"SELECT gram, n FROM gram_counts WHERE length = ? AND gram IN ({marks})",
             [length, *wanted]))
 
-    def keys_with_gram(self, length: int, gram: str) -> list[tuple[int, str]]:
-        """(kid, key) of every key of this length holding this bigram."""
-        return self._db.execute("SELECT g.kid, k.key FROM grams g JOIN keys k ON k.kid = g.kid "
+    def keys_with_gram(self, length: int, gram: str) -> list[tuple[str, int]]:
+        """(key, notes sharing it) of every key of this length holding this bigram."""
+        return self._db.execute("SELECT k.key, k.notes FROM grams g JOIN keys k ON k.kid = g.kid "
                                 "WHERE g.length = ? AND g.gram = ?", (length, gram)).fetchall()
+
+    def top_counts(self, n: int) -> list[tuple[str, int]]:
+        """The `n` tokens the most entries hold, most first."""
+        return self._db.execute("SELECT token, n FROM token_counts ORDER BY n DESC LIMIT ?",
+                                (n,)).fetchall()
 
     def token_counts(self, tokens: Iterable[str]) -> dict[str, int]:
         """Entries holding each token (0 for none)."""
