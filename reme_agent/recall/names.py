@@ -310,17 +310,23 @@ class NameIndex:
                   if held[eid] * floor <= got + 1e-9 * max(1.0, got)]
         if not wanted:
             return []
-        rows = self.store.entries_by_eid(wanted)
-        counts = self._token_counts({t for _, toks in rows.values() for t in toks})
-        out = []
+        tokens_of = self.store.tokens_of(wanted)
+        counts = self._token_counts({t for toks in tokens_of.values() for t in toks})
+        idf_of: dict[str, float] = {}
+        covered: dict[int, float] = {}
         for eid in sorted(wanted):
-            entry, toks = rows[eid]
-            total = sum(math.log(1 + n_names / (1 + counts[t])) for t in toks)
+            total = 0.0
+            for t in tokens_of[eid]:   # summed in the name's token order, as before
+                w = idf_of.get(t)
+                if w is None:
+                    w = idf_of[t] = math.log(1 + n_names / (1 + counts[t]))
+                total += w
             name_cov = hits[eid] / total if total else 0.0
-            if name_cov < 0.5 or not _usable(entry):
-                continue
-            out.append(_make(entry, "tokens", 0.8 * name_cov))
-        return out
+            if name_cov >= 0.5:
+                covered[eid] = name_cov
+        entries = self.store.entries_by_eid(covered)
+        return [_make(entries[eid], "tokens", 0.8 * cov) for eid, cov in covered.items()
+                if _usable(entries[eid])]
 
     def _idf_floor(self, query: list[str], n_names: int) -> float:
         """The smallest idf a token not in the query can have."""
