@@ -276,3 +276,16 @@ def test_an_unwritable_store_falls_back_to_memory(small_vault: Vault, tmp_path: 
         idx.close()
     finally:
         shutil.rmtree(path)
+
+
+def test_caches_kept_between_queries_are_bounded_and_change_nothing(
+        small_vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    from reme_agent.recall import names
+    idx = index_for(small_vault)
+    expected = [idx.match(q) for q in ("Priya Natarajan owns", "circuit breaker 熔断")]
+    monkeypatch.setattr(names, "MAX_CACHED", 1)   # every query empties them
+    fresh = NameIndex(small_vault.state)
+    fresh.sync()
+    assert [fresh.match(q) for q in ("Priya Natarajan owns", "circuit breaker 熔断")] == expected
+    assert len(fresh._totals) <= 2 and fresh._posted <= 2
+    fresh.close()
