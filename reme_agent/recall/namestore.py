@@ -35,6 +35,7 @@ FILE_NAME = "names.sqlite"
 MIN_GRAM_LEN, MAX_GRAM_LEN = 5, 62   # fuzzy lookups: keys of 5+ chars, queries up to 60 (+2)
 _CHUNK = 500            # bound parameters per IN (SQLite's cap is higher; keeps plans simple)
 MAX_HEADING_NOTES = 2   # a heading more notes share ("Overview") names no note
+BATCH = 4096            # rows a sync holds before writing them
 
 
 def tokenised(field: str, notes: int) -> bool:
@@ -283,24 +284,26 @@ class NameStore:
 
 
 class Writer:
-    """The changes of one sync, gathered in memory and written with `executemany`; key note
-    counts are settled first, so postings follow `tokenised` for the final counts."""
+    """The changes of one sync, written as they come inside its transaction; what depends on
+    the final note counts (headings' postings, key rows, bigrams) is settled at `flush`.
+    Held in memory meanwhile: key counts, token count deltas and a batch of rows."""
 
     def __init__(self, db: sqlite3.Connection) -> None:
         self._db = db
         self.generation, self.source = (int(_get(db, "generation")), _get(db, "source"))
         self._entries = int(_get(db, "entries"))
         self._max_words = int(_get(db, "max_words"))
-        self._next_eid = (db.execute("SELECT max(eid) FROM entries").fetchone()[0] or 0) + 1
+        self._first_new = (db.execute("SELECT max(eid) FROM entries").fetchone()[0] or 0) + 1
+        self._next_eid = self._first_new
         self._next_kid = (db.execute("SELECT max(kid) FROM keys").fetchone()[0] or 0) + 1
         self._empty = self._entries == 0 and self._next_kid == 1
         self._keys: dict[str, list[int]] = {}   # key -> [kid, notes now, notes in the file]
         self._new_keys: set[str] = set()
-        self._removed: list[tuple[int, str, str, str]] = []   # eid, key, field, tokens
-        self._added: list[tuple[int, str, str, int, str, str, str]] = []
+        self._counts: dict[str, int] = {}        # token -> change of its entry count
+        self._rows: list[tuple[int, str, str, str, int, str, str]] = []   # not yet written
         self._stamps: list[tuple[str, str]] = []
         self._forget: list[str] = []
-        self._gone_paths: list[str] = []
+        self._changed = False
 
     def stamps(self) -> dict[str, str]:
         return dict(self._db.execute("SELECT path, stamp FROM files"))
@@ -321,24 +324,54 @@ class Writer:
 
     def remove(self, path: str) -> None:
         """Drop a note's names (its stamp row stays until `set_stamp`/`forget`)."""
+        self._write_rows()
         rows = self._db.execute("SELECT e.eid, k.key, e.field, e.tokens FROM entries e "
                                 "JOIN keys k ON k.kid = e.kid WHERE e.path = ?",
                                 (path,)).fetchall()
-        if rows:
-            self._gone_paths.append(path)
-        for row in rows:
-            self._key(row[1])[1] -= 1
+        if not rows:
+            return
+        self._changed = True
+        unpost = []
+        for eid, key, field, tokens in rows:
+            slot = self._key(key)
+            slot[1] -= 1
             self._entries -= 1
-            self._removed.append(row)
+            # posted by the counts the file held, or (added in this sync) unless a heading
+            posted = tokenised(field, slot[2]) if eid < self._first_new else field != "heading"
+            if tokens and posted:
+                for tok in tokens.split(_SEP):
+                    unpost.append((tok, eid))
+                    self._counts[tok] = self._counts.get(tok, 0) - 1
+        self._db.executemany("DELETE FROM postings WHERE token = ? AND eid = ?", unpost)
+        self._db.execute("DELETE FROM entries WHERE path = ?", (path,))
 
     def add(self, path: str, name: str, field: str, key: str, words: str,
             tokens: tuple[str, ...]) -> None:
         slot = self._key(key)
         slot[1] += 1
         self._entries += 1
+        self._changed = True
         self._max_words = max(self._max_words, len(words))
-        self._added.append((self._next_eid, path, name, field, slot[0], words, _SEP.join(tokens)))
+        self._rows.append((self._next_eid, path, name, field, slot[0], words, _SEP.join(tokens)))
         self._next_eid += 1
+        if len(self._rows) >= BATCH:
+            self._write_rows()
+
+    def _write_rows(self) -> None:
+        """Write the added rows; a name that is not a heading is posted at once (headings
+        wait for the final counts)."""
+        if not self._rows:
+            return
+        self._db.executemany("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?, ?)", self._rows)
+        post = []
+        for eid, _, _, field, _, _, tokens in self._rows:
+            if tokens and field != "heading":
+                toks = tokens.split(_SEP)
+                for tok in toks:
+                    post.append((tok, eid, len(toks)))
+                    self._counts[tok] = self._counts.get(tok, 0) + 1
+        self._db.executemany("INSERT INTO postings VALUES (?, ?, ?)", post)
+        self._rows = []
 
     def set_stamp(self, path: str, stamp: str) -> None:
         self._stamps.append((path, stamp))
@@ -351,55 +384,50 @@ class Writer:
 
     def flush(self) -> None:
         db = self._db
-        post, unpost = self._posting_changes()
-        db.executemany("DELETE FROM postings WHERE token = ? AND eid = ?", unpost)
-        db.executemany("DELETE FROM entries WHERE path = ?", [(p,) for p in self._gone_paths])
-        db.executemany("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?, ?)", self._added)
-        db.executemany("INSERT INTO postings VALUES (?, ?, ?)", post)
-        counts: dict[str, int] = {}
-        for tok, *_ in post:
-            counts[tok] = counts.get(tok, 0) + 1
-        for tok, _ in unpost:
-            counts[tok] = counts.get(tok, 0) - 1
-        self._flush_counts(counts)
+        self._write_rows()
+        self._post_headings()
+        self._flush_counts(self._counts)
         self._flush_keys()
         db.executemany("DELETE FROM files WHERE path = ?", [(p,) for p in self._forget])
         db.executemany("INSERT OR REPLACE INTO files VALUES (?, ?)", self._stamps)
         meta = {"generation": str(self.generation), "source": self.source,
                 "entries": str(self._entries), "max_words": str(self._max_words)}
-        if self._removed or self._added:
+        if self._changed:
             meta["version"] = str(int(_get(db, "version")) + 1)
         db.executemany("UPDATE meta SET value = ? WHERE key = ?",
                        [(v, k) for k, v in meta.items()])
 
-    def _posting_changes(self) -> tuple[list[tuple[str, int, int]], list[tuple[str, int]]]:
-        """Postings to add and to drop: of the names added and removed, and of the headings
-        that stayed while the number of notes sharing them crossed `MAX_HEADING_NOTES`."""
-        post: list[tuple[str, int, int]] = []
-        unpost: list[tuple[str, int]] = []
-        for eid, key, field, tokens in self._removed:
-            if tokens and tokenised(field, self._keys[key][2]):
-                unpost += [(tok, eid) for tok in tokens.split(_SEP)]
-        kid_key = {slot[0]: key for key, slot in self._keys.items()}
-        for eid, _, _, field, kid, _, tokens in self._added:
-            if tokens and tokenised(field, self._keys[kid_key[kid]][1]):
-                toks = tokens.split(_SEP)
-                post += [(tok, eid, len(toks)) for tok in toks]
-        removed = {row[0] for row in self._removed}
+    def _post_headings(self) -> None:
+        """Post the headings added in this sync that the final counts leave tokenised, and
+        change the postings of the headings that stayed while the notes sharing their key
+        crossed `MAX_HEADING_NOTES`."""
+        db = self._db
+        notes = {kid: now for kid, now, _ in self._keys.values()}
+        cursor = db.execute("SELECT eid, kid, tokens FROM entries WHERE eid >= ? AND "
+                            "field = 'heading' AND tokens != ''", (self._first_new,))
+        while rows := cursor.fetchmany(4096):
+            self._repost([(eid, tokens) for eid, kid, tokens in rows
+                          if tokenised("heading", notes[kid])], post=True)
         for key, (kid, now, before) in self._keys.items():
             was, is_ = tokenised("heading", before), tokenised("heading", now)
             if key in self._new_keys or was == is_:
                 continue
-            for eid, tokens in self._db.execute("SELECT eid, tokens FROM entries WHERE kid = ? "
-                                                "AND field = 'heading'", (kid,)).fetchall():
-                if eid in removed or not tokens:
-                    continue
-                toks = tokens.split(_SEP)
-                if is_:
-                    post += [(tok, eid, len(toks)) for tok in toks]
-                else:
-                    unpost += [(tok, eid) for tok in toks]
-        return post, unpost
+            self._repost(db.execute("SELECT eid, tokens FROM entries WHERE kid = ? AND "
+                                    "field = 'heading' AND eid < ? AND tokens != ''",
+                                    (kid, self._first_new)).fetchall(), post=is_)
+
+    def _repost(self, rows: list[tuple[int, str]], post: bool) -> None:
+        changes = []
+        step = 1 if post else -1
+        for eid, tokens in rows:
+            toks = tokens.split(_SEP)
+            for tok in toks:
+                changes.append((tok, eid, len(toks)) if post else (tok, eid))
+                self._counts[tok] = self._counts.get(tok, 0) + step
+        if post:
+            self._db.executemany("INSERT INTO postings VALUES (?, ?, ?)", changes)
+        else:
+            self._db.executemany("DELETE FROM postings WHERE token = ? AND eid = ?", changes)
 
     def _flush_counts(self, counts: dict[str, int]) -> None:
         changes = [(t, d) for t, d in counts.items() if d]

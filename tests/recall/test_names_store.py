@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from reme_agent.engine.tokenize import tokenize
-from reme_agent.recall import namestore
+from reme_agent.recall import names, namestore
 from reme_agent.recall.names import NameIndex, index_for
 from reme_agent.recall.normalize import compact, spaced
 from reme_agent.vault import Vault, open_vault
@@ -111,8 +111,11 @@ def _same(ref: ReferenceNameIndex, idx: NameIndex, queries: list[str], paths: li
 
 
 @pytest.mark.parametrize("seed", [1, 2])
-def test_the_stored_index_answers_as_the_in_memory_one_through_edits(tmp_path: Path,
-                                                                     seed: int) -> None:
+def test_the_stored_index_answers_as_the_in_memory_one_through_edits(
+        tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    if seed == 2:   # syncs read notes and write rows a few at a time, as at 100k notes
+        monkeypatch.setattr(names, "SYNC_CHUNK", 7)
+        monkeypatch.setattr(namestore, "BATCH", 5)
     rng = random.Random(seed)
     root = tmp_path / "vault"
     notes: dict[str, str] = {}
@@ -128,8 +131,8 @@ def test_the_stored_index_answers_as_the_in_memory_one_through_edits(tmp_path: P
         for round_ in range(6):
             ref.sync()
             idx.sync()
-            names = [n for p in notes for n in ref.names_of(p)]
-            named += _same(ref, idx, _queries(rng, names), rng.sample(sorted(notes), 10))
+            all_names = [n for p in notes for n in ref.names_of(p)]
+            named += _same(ref, idx, _queries(rng, all_names), rng.sample(sorted(notes), 10))
             touched = []
             for _ in range(rng.randint(3, 8)):
                 action = rng.random()
@@ -162,14 +165,14 @@ def test_the_stored_index_answers_as_the_in_memory_one_through_edits(tmp_path: P
         other = NameIndex(vault.state)
         other.sync()
         ref.sync()
-        names = [n for p in notes for n in ref.names_of(p)]
-        named += _same(ref, other, _queries(rng, names), sorted(notes)[:10])
+        all_names = [n for p in notes for n in ref.names_of(p)]
+        named += _same(ref, other, _queries(rng, all_names), sorted(notes)[:10])
         other.close()
         # the kept store against one built from nothing: the same notes, kinds and strengths
         # (which of a note's equally strong names is shown follows the order names were read)
         scratch = ReferenceNameIndex(vault.state)
         scratch.sync()
-        for q in _queries(rng, names):
+        for q in _queries(rng, all_names):
             toks = tokenize(q)
             assert {p: (m.kind, m.strength) for p, m in idx.match(q, toks).items()} == \
                 {p: (m.kind, m.strength) for p, m in scratch.match(q, toks).items()}, q
@@ -181,7 +184,7 @@ def test_the_stored_index_answers_as_the_in_memory_one_through_edits(tmp_path: P
         fresh, fresh_ref = NameIndex(vault.state), ReferenceNameIndex(vault.state)
         fresh.sync()
         fresh_ref.sync()
-        named += _same(fresh_ref, fresh, _queries(rng, names), sorted(notes)[:10])
+        named += _same(fresh_ref, fresh, _queries(rng, all_names), sorted(notes)[:10])
         fresh.close()
     finally:
         vault.close()
@@ -280,7 +283,6 @@ def test_an_unwritable_store_falls_back_to_memory(small_vault: Vault, tmp_path: 
 
 def test_caches_kept_between_queries_are_bounded_and_change_nothing(
         small_vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
-    from reme_agent.recall import names
     idx = index_for(small_vault)
     expected = [idx.match(q) for q in ("Priya Natarajan owns", "circuit breaker 熔断")]
     monkeypatch.setattr(names, "MAX_CACHED", 1)   # every query empties them
