@@ -301,6 +301,7 @@ class Writer:
         self._new_keys: set[str] = set()
         self._counts: dict[str, int] = {}        # token -> change of its entry count
         self._rows: list[tuple[int, str, str, str, int, str, str]] = []   # not yet written
+        self._pending: set[str] = set()          # their paths
         self._stamps: list[tuple[str, str]] = []
         self._forget: list[str] = []
         self._changed = False
@@ -324,7 +325,8 @@ class Writer:
 
     def remove(self, path: str) -> None:
         """Drop a note's names (its stamp row stays until `set_stamp`/`forget`)."""
-        self._write_rows()
+        if path in self._pending:
+            self._write_rows()
         rows = self._db.execute("SELECT e.eid, k.key, e.field, e.tokens FROM entries e "
                                 "JOIN keys k ON k.kid = e.kid WHERE e.path = ?",
                                 (path,)).fetchall()
@@ -353,6 +355,7 @@ class Writer:
         self._changed = True
         self._max_words = max(self._max_words, len(words))
         self._rows.append((self._next_eid, path, name, field, slot[0], words, _SEP.join(tokens)))
+        self._pending.add(path)
         self._next_eid += 1
         if len(self._rows) >= BATCH:
             self._write_rows()
@@ -372,6 +375,7 @@ class Writer:
                     self._counts[tok] = self._counts.get(tok, 0) + 1
         self._db.executemany("INSERT INTO postings VALUES (?, ?, ?)", post)
         self._rows = []
+        self._pending = set()
 
     def set_stamp(self, path: str, stamp: str) -> None:
         self._stamps.append((path, stamp))
