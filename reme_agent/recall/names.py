@@ -43,7 +43,14 @@ from typing import TYPE_CHECKING, Any
 
 from reme_agent.engine.names import note_aliases, note_title
 from reme_agent.engine.tokenize import tokenize
-from reme_agent.recall.namestore import FILE_NAME, MAX_HEADING_NOTES, Entry, NameStore, bigrams
+from reme_agent.recall.namestore import (
+    FILE_NAME,
+    MAX_HEADING_NOTES,
+    Entry,
+    NameStore,
+    Writer,
+    bigrams,
+)
 from reme_agent.recall.normalize import CJK_CHAR as _CJK
 from reme_agent.recall.normalize import compact, spaced, within_words
 from reme_agent.recall.pervault import PerVault
@@ -172,7 +179,7 @@ class NameIndex:
                         self._catch_up(w, gen, source)
             self._generation = gen
 
-    def _catch_up(self, w: Any, gen: int, source: str) -> None:
+    def _catch_up(self, w: Writer, gen: int, source: str) -> None:
         stamps = self.state.file_stamps()
         old = w.stamps()
         for path in [p for p in old if p not in stamps]:
