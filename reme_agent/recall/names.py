@@ -32,16 +32,19 @@ generation moves (a run in any process). A query reads only the rows it touches.
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import os
+import sqlite3
 import threading
 from array import array
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from reme_agent.engine.names import note_aliases, note_title
+from reme_agent.engine.state import is_corruption
 from reme_agent.engine.tokenize import tokenize
 from reme_agent.recall.namestore import (
     FILE_NAME,
@@ -62,6 +65,8 @@ if TYPE_CHECKING:
 __all__ = ["NameIndex", "NameMatch", "index_for", "note_name_tokens", "osa_distance"]
 
 MAX_SHARED = 5          # a name more notes share is a common word, not a name
+T = TypeVar("T")
+log = logging.getLogger("reme_agent.index")
 FIELD_WEIGHT = {"title": 1.0, "alias": 1.0, "stem": 1.0, "heading": 0.7}
 
 
@@ -165,9 +170,30 @@ class NameIndex:
             self._generation = -1
 
     # -- upkeep -------------------------------------------------------------------------
+    def _guarded(self, fn: Callable[[], T]) -> T:
+        """Run a read or a sync; a store found corrupt meanwhile is deleted, rebuilt from the
+        index state (logged) and asked again: derived data is never a reason to fail."""
+        try:
+            return fn()
+        except sqlite3.DatabaseError as exc:
+            if not is_corruption(exc):
+                raise
+            with self._lock:
+                path = self.store.path
+                log.warning("the name index %s is corrupt (%s); rebuilding it from the index "
+                            "state", path, exc)
+                self.close()
+                if path is not None:
+                    NameStore.remove_files(path)
+                self._sync()
+                return fn()
+
     def sync(self) -> None:
         """Catch up with the index state: re-read only the notes whose stamp changed (one
         transaction; a process that finds the store already synced reads nothing)."""
+        self._guarded(self._sync)
+
+    def _sync(self) -> None:
         gen = self.state.generation()
         with self._lock:
             if gen == self._generation:
@@ -210,13 +236,17 @@ class NameIndex:
 
     # -- lookups ------------------------------------------------------------------------
     def names_of(self, path: str) -> list[str]:
-        with self._lock, self.store.reading():
-            return [e.name for e in self.store.entries_of_path(path)]
+        def read() -> list[str]:
+            with self._lock, self.store.reading():
+                return [e.name for e in self.store.entries_of_path(path)]
+        return self._guarded(read)
 
     def match(self, query: str, tokens: list[str] | None = None) -> dict[str, NameMatch]:
         """The best match per note the query names (empty when it names none)."""
-        if tokens is None:
-            tokens = tokenize(query)
+        words = tokenize(query) if tokens is None else tokens
+        return self._guarded(lambda: self._match(query, words))
+
+    def _match(self, query: str, tokens: list[str]) -> dict[str, NameMatch]:
         with self._lock, self.store.reading() as version:
             self._fresh(version)
             store = self.store

@@ -102,7 +102,7 @@ class NameStore:
                 if is_corruption(exc):
                     log.warning("the name index %s is corrupt (%s); rebuilding it from the "
                                 "index state", self.path, exc)
-                    self._remove_files(self.path)
+                    self.remove_files(self.path)
                     with contextlib.suppress(sqlite3.DatabaseError, OSError):
                         return self._open_file(self.path)
                 log.warning("cannot use the name index file %s (%s); keeping it in memory "
@@ -152,7 +152,7 @@ class NameStore:
             db.execute("COMMIT")
 
     @staticmethod
-    def _remove_files(path: Path) -> None:
+    def remove_files(path: Path) -> None:
         for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(OSError):
                 os.unlink(f"{path}{suffix}")

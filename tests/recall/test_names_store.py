@@ -291,3 +291,22 @@ def test_caches_kept_between_queries_are_bounded_and_change_nothing(
     assert [fresh.match(q) for q in ("Priya Natarajan owns", "circuit breaker 熔断")] == expected
     assert len(fresh._totals) <= 2 and fresh._posted <= 2
     fresh.close()
+
+
+def test_a_store_found_corrupt_while_reading_is_rebuilt(small_vault: Vault,
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
+    idx = index_for(small_vault)
+    store_type = namestore.NameStore
+    real = store_type.entries_with_keys
+    calls = []
+
+    def damaged(self, keys, max_notes):
+        calls.append(1)
+        if len(calls) == 1:
+            raise sqlite3.DatabaseError("database disk image is malformed")
+        return real(self, keys, max_notes)
+
+    monkeypatch.setattr(store_type, "entries_with_keys", damaged)
+    assert "熔断.md" in idx.match("circuit breaker")
+    assert "corrupt" in caplog.text and len(calls) > 1
