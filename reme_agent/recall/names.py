@@ -23,24 +23,37 @@ Headings are weaker names (a section is not the note) and count only while at mo
 `MAX_HEADING_NOTES` notes share them; any name shared by more than `MAX_SHARED` notes (a
 `README`, `Overview`) is not a name at all.
 
-The index is built from the index state (frontmatter, first block, headings), never from the
-files, on the first search, and then kept in step per changed path when the index
-generation moves (another run, in any process).
+The index is derived from the index state (frontmatter, first block, headings), never from
+the files, and kept in `names.sqlite` beside it (`recall/namestore.py`): a new process opens
+it in milliseconds instead of building it, and catches it up per changed path when the index
+generation moves (a run in any process). A query reads only the rows it touches.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import math
+import os
+import sqlite3
 import threading
-from collections.abc import Iterable
+from array import array
+from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-import ahocorasick
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from reme_agent.engine.names import note_aliases, note_title
+from reme_agent.engine.state import is_corruption
 from reme_agent.engine.tokenize import tokenize
+from reme_agent.recall.namestore import (
+    FILE_NAME,
+    MAX_HEADING_NOTES,
+    Entry,
+    NameStore,
+    Writer,
+    bigrams,
+)
 from reme_agent.recall.normalize import CJK_CHAR as _CJK
 from reme_agent.recall.normalize import compact, spaced, within_words
 from reme_agent.recall.pervault import PerVault
@@ -52,7 +65,8 @@ if TYPE_CHECKING:
 __all__ = ["NameIndex", "NameMatch", "index_for", "note_name_tokens", "osa_distance"]
 
 MAX_SHARED = 5          # a name more notes share is a common word, not a name
-MAX_HEADING_NOTES = 2   # a heading more notes share ("Overview") names no note
+T = TypeVar("T")
+log = logging.getLogger("reme_agent.index")
 FIELD_WEIGHT = {"title": 1.0, "alias": 1.0, "stem": 1.0, "heading": 0.7}
 
 
@@ -64,16 +78,6 @@ class NameMatch:
     kind: str          # exact | fuzzy | contained | tokens
     strength: float    # 0..1
     span: tuple[int, int] | None = None   # where a contained name sits in `spaced(query)`
-
-
-@dataclass(frozen=True)
-class _Entry:
-    path: str
-    name: str
-    field: str
-    key: str               # compact form
-    words: str             # spaced form
-    tokens: tuple[str, ...]
 
 
 def _min_chars(key: str) -> int:
@@ -132,133 +136,133 @@ def note_names(path: str, frontmatter: dict[str, Any], first_block: str,
 
 
 class NameIndex:
-    """Names of every indexed note, with exact, fuzzy, contained and token lookups."""
+    """Names of every indexed note, with exact, fuzzy, contained and token lookups, read from
+    the vault's name store (opened on first use)."""
 
     def __init__(self, state: IndexState) -> None:
         self.state = state
         self._lock = threading.RLock()
-        self._generation = -1
-        self._stamps: dict[str, str] = {}
-        self._entries: dict[int, _Entry] = {}
-        self._by_path: dict[str, list[int]] = {}
-        self._by_key: dict[str, set[int]] = {}
-        self._by_token: dict[str, set[int]] = {}
-        self._by_len: dict[int, set[int]] = {}       # key length -> entries (5+ chars)
-        self._grams: dict[int, dict[str, set[int]]] = {}   # length -> bigram -> entries, lazy
-        self._next = 0
-        self._automaton: Any = None
-        self._idf_totals: dict[int, float] = {}   # entry -> idf sum of its tokens, per sync
+        self._generation = -1          # the index generation this process last synced to
+        self._store: NameStore | None = None
+        self._version = -1             # the store version the caches below belong to
+        self._counts: dict[str, int] = {}   # token -> entries holding it (tokens queried)
+        self._n_names = 0
+        # what token matches read, kept until the store changes (bounded): the postings of
+        # a token and the idf sum of a name; a common word ("主题" in 33k titles at 100k
+        # notes) is read once, not on every query naming it
+        self._postings: dict[str, tuple[array[int], array[int]]] = {}
+        self._posted = 0
+        self._totals: dict[int, float] = {}
+        self.closes_with_vault = False
+
+    @property
+    def store(self) -> NameStore:
+        with self._lock:
+            if self._store is None:
+                self._store = NameStore(self.state.path.with_name(FILE_NAME))
+            return self._store
+
+    def close(self) -> None:
+        with self._lock:
+            if self._store is not None:
+                self._store.close()
+                self._store = None
+            self._generation = -1
 
     # -- upkeep -------------------------------------------------------------------------
+    def _guarded(self, fn: Callable[[], T]) -> T:
+        """Run a read or a sync; a store found corrupt meanwhile is deleted, rebuilt from the
+        index state (logged) and asked again: derived data is never a reason to fail."""
+        try:
+            return fn()
+        except sqlite3.DatabaseError as exc:
+            if not is_corruption(exc):
+                raise
+            with self._lock:
+                path = self.store.path
+                log.warning("the name index %s is corrupt (%s); rebuilding it from the index "
+                            "state", path, exc)
+                self.close()
+                if path is not None:
+                    NameStore.remove_files(path)
+                self._sync()
+                return fn()
+
     def sync(self) -> None:
-        """Catch up with the index state: re-read only the notes whose stamp changed."""
+        """Catch up with the index state: re-read only the notes whose stamp changed (one
+        transaction; a process that finds the store already synced reads nothing)."""
+        self._guarded(self._sync)
+
+    def _sync(self) -> None:
         gen = self.state.generation()
         with self._lock:
             if gen == self._generation:
                 return
-            stamps = self.state.file_stamps()
-            changed = [p for p, s in stamps.items() if self._stamps.get(p) != s]
-            gone = [p for p in self._stamps if p not in stamps]
-            for path in gone:
-                self._remove(path)
-            if changed:
-                sources = self.state.name_sources(changed if len(changed) < 200 else None)
-                for path in changed:
-                    if path not in sources:
-                        continue
-                    self._remove(path)
-                    frontmatter, first, heads = sources[path]
-                    for name, field in note_names(path, frontmatter, first, heads):
-                        key = compact(name)
-                        # a heading many notes share ("Overview") names none: not tokenised
-                        shared = field == "heading" and \
-                            len(self._by_key.get(key, ())) > MAX_HEADING_NOTES
-                        self._add(_Entry(path, name, field, key, spaced(name),
-                                         () if shared else note_name_tokens(name)))
-            if changed or gone:
-                self._automaton = None
-                self._idf_totals = {}
-            self._stamps = stamps
+            source = _source_of(self.state)
+            if self.store.synced() != (gen, source):
+                with self.store.writing() as w:
+                    if (w.generation, w.source) != (gen, source):   # nobody did it meanwhile
+                        self._catch_up(w, gen, source)
             self._generation = gen
 
-    def _add(self, entry: _Entry) -> None:
-        eid = self._next
-        self._next += 1
-        self._entries[eid] = entry
-        self._by_path.setdefault(entry.path, []).append(eid)
-        self._by_key.setdefault(entry.key, set()).add(eid)
-        for tok in entry.tokens:
-            self._by_token.setdefault(tok, set()).add(eid)
-        if len(entry.key) >= 5:
-            self._by_len.setdefault(len(entry.key), set()).add(eid)
-            self._grams.pop(len(entry.key), None)
+    def _catch_up(self, w: Writer, gen: int, source: str) -> None:
+        stamps = self.state.file_stamps()
+        old = w.stamps()
+        for path in [p for p in old if p not in stamps]:
+            w.remove(path)
+            w.forget(path)
+        changed = [p for p, s in stamps.items() if old.get(p) != s]
+        for start in range(0, len(changed), SYNC_CHUNK):
+            chunk = changed[start:start + SYNC_CHUNK]
+            sources = self.state.name_sources(chunk)
+            for path in chunk:
+                if path not in sources:   # gone since the stamps were read: next sync
+                    continue
+                w.remove(path)
+                frontmatter, first, heads = sources[path]
+                for name, field in note_names(path, frontmatter, first, heads):
+                    w.add(path, name, field, compact(name), spaced(name),
+                          note_name_tokens(name))
+                w.set_stamp(path, stamps[path])
+        w.finish(gen, source)
 
-    def _remove(self, path: str) -> None:
-        for eid in self._by_path.pop(path, ()):
-            entry = self._entries.pop(eid)
-            _discard(self._by_key, entry.key, eid)
-            for tok in entry.tokens:
-                _discard(self._by_token, tok, eid)
-            if len(entry.key) >= 5:
-                _discard(self._by_len, len(entry.key), eid)
-                self._grams.pop(len(entry.key), None)
-
-    def _bigram_index(self, length: int) -> dict[str, set[int]]:
-        """Bigram -> entries of one key length, built on first use (fuzzy lookups touch
-        at most five lengths; building all of them cost 0.4 s at 10k notes)."""
-        grams = self._grams.get(length)
-        if grams is None:
-            grams = self._grams[length] = {}
-            for eid in self._by_len.get(length, ()):
-                for gram in _bigrams(self._entries[eid].key):
-                    grams.setdefault(gram, set()).add(eid)
-        return grams
-
-    def _notes_named(self, key: str) -> int:
-        return len({self._entries[e].path for e in self._by_key.get(key, ())})
-
-    def _usable(self, eid: int) -> bool:
-        entry = self._entries[eid]
-        shared = self._notes_named(entry.key)
-        return shared <= (MAX_HEADING_NOTES if entry.field == "heading" else MAX_SHARED)
-
-    def _matcher(self) -> Any:
-        if self._automaton is None:
-            auto = ahocorasick.Automaton()
-            words: dict[str, list[int]] = {}
-            for eid, entry in self._entries.items():
-                if entry.words:
-                    words.setdefault(entry.words, []).append(eid)
-            for word, eids in words.items():
-                auto.add_word(word, (len(word), tuple(eids)))
-            if words:
-                auto.make_automaton()
-            self._automaton = auto if words else False
-        return self._automaton
+    def _fresh(self, version: int) -> None:
+        """Drop what was cached from an older store version."""
+        if version != self._version:
+            self._version = version
+            self._counts = {}
+            self._n_names = self.store.count_entries()
+            self._postings, self._posted, self._totals = {}, 0, {}
 
     # -- lookups ------------------------------------------------------------------------
     def names_of(self, path: str) -> list[str]:
-        with self._lock:
-            return [self._entries[e].name for e in self._by_path.get(path, ())]
+        def read() -> list[str]:
+            with self._lock, self.store.reading():
+                return [e.name for e in self.store.entries_of_path(path)]
+        return self._guarded(read)
 
     def match(self, query: str, tokens: list[str] | None = None) -> dict[str, NameMatch]:
         """The best match per note the query names (empty when it names none)."""
-        with self._lock:
+        words = tokenize(query) if tokens is None else tokens
+        return self._guarded(lambda: self._match(query, words))
+
+    def _match(self, query: str, tokens: list[str]) -> dict[str, NameMatch]:
+        with self._lock, self.store.reading() as version:
+            self._fresh(version)
+            store = self.store
             key = compact(query)
             words = spaced(query)
             found: list[NameMatch] = []
-            exact = [e for e in self._by_key.get(key, ()) if self._usable(e)]
-            for eid in exact:
-                found.append(self._make(eid, "exact", 1.0))
+            exact = [e for e in store.entries_with_keys([key], MAX_SHARED)
+                     if _usable(e)] if key else []
+            for entry in exact:
+                found.append(_make(entry, "exact", 1.0))
             if not exact:
                 found += self._fuzzy(key)
-            contained = self._contained(words, key)
-            found += contained
+            found += self._contained(words, key)
             # a name already found whole is not matched again token by token
-            skip = {self._key_of(m) for m in [*found]}
-            found += [m for m in self._token_matches(tokens if tokens is not None
-                                                     else tokenize(query))
-                      if self._key_of(m) not in skip]
+            skip = {_key_of(m) for m in found}
+            found += [m for m in self._token_matches(tokens) if _key_of(m) not in skip]
             best: dict[str, NameMatch] = {}
             for m in found:
                 old = best.get(m.path)
@@ -266,102 +270,192 @@ class NameIndex:
                     best[m.path] = m
             return best
 
-    @staticmethod
-    def _key_of(match: NameMatch) -> tuple[str, str]:
-        return match.path, compact(match.name)
-
-    def _make(self, eid: int, kind: str, strength: float,
-              span: tuple[int, int] | None = None) -> NameMatch:
-        entry = self._entries[eid]
-        return NameMatch(entry.path, entry.name, entry.field, kind,
-                         round(strength * FIELD_WEIGHT[entry.field], 4), span)
-
     def _fuzzy(self, key: str) -> list[NameMatch]:
         n = len(key)
         if n < 5 or n > 60:
             return []
-        grams = set(_bigrams(key))
-        out = []
+        grams = set(bigrams(key))
+        chars = dict(Counter(key))
+        dist_of: dict[str, int] = {}
         for length in range(max(5, n - 2), n + 3):
             limit = max_edits(min(length, n))
             if limit == 0 or abs(length - n) > limit:
                 continue
-            index = self._bigram_index(length)
             # q-gram lemma: each edit destroys at most 2 bigrams (of the longer string)
             need = max(1, max(n, length) - 1 - 2 * limit)
-            postings = sorted((index.get(g, _NONE) for g in grams), key=len)
+            counts = self.store.gram_counts(length, grams)
             # Prefix filter: a name sharing `need` of the query's bigrams holds one of its
-            # rarest len - need + 1 (so common bigrams like "th" are never walked whole).
-            candidates: set[int] = set().union(*postings[:len(postings) - need + 1])
-            for eid in sorted(candidates):   # title, aliases, stem, headings: entry order
-                shared = sum(1 for posting in postings if eid in posting)
-                if shared < need or not self._usable(eid):
+            # rarest len - need + 1 (so common bigrams like "th" are never read whole).
+            rarest = sorted(grams, key=lambda g: counts.get(g, 0))[:len(grams) - need + 1]
+            candidates = {other for gram in rarest if counts.get(gram)
+                          for other, notes in self.store.keys_with_gram(length, gram)
+                          if notes <= MAX_SHARED}
+            for other in candidates:
+                if len(grams.intersection(bigrams(other))) < need or \
+                        _char_difference(chars, n, other) > 2 * limit:
                     continue
-                dist = osa_distance(key, self._entries[eid].key, limit)
+                dist = osa_distance(key, other, limit)
                 if 0 < dist <= limit:
-                    out.append(self._make(eid, "fuzzy", 0.9 - 0.05 * dist))
-        return out
+                    dist_of[other] = dist
+        if not dist_of:
+            return []
+        entries = self.store.entries_with_keys(dist_of, MAX_SHARED)
+        entries.sort(key=lambda e: (len(e.key), e.eid))   # by length, then entry order
+        return [_make(e, "fuzzy", 0.9 - 0.05 * dist_of[e.key]) for e in entries if _usable(e)]
 
     def _contained(self, words: str, key: str) -> list[NameMatch]:
-        auto = self._matcher()
-        if not auto or not words:
+        """Names the query holds on word boundaries: each span of the query that could be
+        one is looked up (a query's spans, not an automaton over every name). A name's key
+        is its spaced form without the spaces, so the spans' keys find them."""
+        if not words:
             return []
+        spans = _spans(words, self.store.max_words())
+        named: dict[str, list[Entry]] = {}
+        for entry in self.store.entries_with_keys(
+                {words[s:e].replace(" ", "") for s, e in spans}, MAX_SHARED):
+            named.setdefault(entry.words, []).append(entry)
         total = max(1, len(key))
         out = []
-        for end, (length, eids) in auto.iter(words):
-            start = end - length + 1
-            if not within_words(words, start, end + 1):
-                continue
-            for eid in eids:
-                entry = self._entries[eid]
-                if entry.key == key or not self._usable(eid):
+        for start, end in spans:
+            for entry in named.get(words[start:end], ()):
+                if entry.key == key or not _usable(entry):
                     continue   # the whole query: an exact match, counted above
                 share = len(entry.key) / total
-                out.append(self._make(eid, "contained", 0.5 + 0.4 * share, (start, end + 1)))
+                out.append(_make(entry, "contained", 0.5 + 0.4 * share, (start, end)))
         return out
+
+    def _token_counts(self, tokens: Iterable[str]) -> dict[str, int]:
+        missing = [t for t in tokens if t not in self._counts]
+        if missing:
+            self._counts.update(self.store.token_counts(missing))
+        return self._counts
 
     def _token_matches(self, tokens: list[str]) -> list[NameMatch]:
         """Names most of whose tokens (idf-weighted) occur in the query, in any order."""
         query = list(dict.fromkeys(tokens))
         if not query:
             return []
-        n_names = max(1, len(self._entries))
-        idf = {t: math.log(1 + n_names / (1 + len(self._by_token.get(t, ())))) for t in query}
+        n_names = max(1, self._n_names)
+        counts = self._token_counts(query)
+        idf = {t: math.log(1 + n_names / (1 + counts[t])) for t in query}
         hits: dict[int, float] = {}
+        held: dict[int, int] = {}    # eid -> its tokens the query does not hold
         for tok in query:
-            for eid in self._by_token.get(tok, ()):
-                hits[eid] = hits.get(eid, 0.0) + idf[tok]
-        out = []
-        totals = self._idf_totals
-        for eid, got in hits.items():
-            entry = self._entries[eid]
-            if len(entry.tokens) < 2:
-                continue   # a one-token name is an exact or contained match, or none
-            total = totals.get(eid)
-            if total is None:   # the same sum every query until the index changes
-                total = totals[eid] = sum(
-                    math.log(1 + n_names / (1 + len(self._by_token.get(t, ()))))
-                    for t in entry.tokens)
-            name_cov = got / total if total else 0.0
-            if name_cov < 0.5 or not self._usable(eid):
+            if not counts[tok]:
                 continue
-            out.append(self._make(eid, "tokens", 0.8 * name_cov))
-        return out
+            eids, ntoks = self._posting(tok)
+            weight = idf[tok]
+            for eid, ntok in zip(eids, ntoks, strict=True):
+                if ntok >= 2:   # a one-token name is an exact or contained match, or none
+                    hits[eid] = hits.get(eid, 0.0) + weight
+                    held[eid] = held.get(eid, ntok) - 1
+        # Each token a name holds beyond the query weighs at least `floor` (the idf of the
+        # commonest token the query lacks): a name whose other tokens must outweigh the
+        # query's cannot cover half its weight and is never read.
+        floor = self._idf_floor(query, n_names)
+        wanted = [eid for eid, got in hits.items()
+                  if held[eid] * floor <= got + 1e-9 * max(1.0, got)]
+        if not wanted:
+            return []
+        totals = self._totals
+        missing = [eid for eid in wanted if eid not in totals]
+        if len(totals) + len(missing) > MAX_CACHED:
+            totals.clear()
+            missing = wanted
+        if missing:
+            tokens_of = self.store.tokens_of(missing)
+            counts = self._token_counts({t for toks in tokens_of.values() for t in toks})
+            idf_of: dict[str, float] = {}
+            for eid in missing:
+                total = 0.0
+                for t in tokens_of[eid]:   # summed in the name's token order, as before
+                    w = idf_of.get(t)
+                    if w is None:
+                        w = idf_of[t] = math.log(1 + n_names / (1 + counts[t]))
+                    total += w
+                totals[eid] = total
+        covered: dict[int, float] = {}
+        for eid in sorted(wanted):
+            total = totals[eid]
+            name_cov = hits[eid] / total if total else 0.0
+            if name_cov >= 0.5:
+                covered[eid] = name_cov
+        entries = self.store.entries_by_eid(covered)
+        return [_make(entries[eid], "tokens", 0.8 * cov) for eid, cov in covered.items()
+                if _usable(entries[eid])]
+
+    def _posting(self, token: str) -> tuple[array[int], array[int]]:
+        """(eids, tokens per eid) of the names holding `token`, cached until the store changes."""
+        got = self._postings.get(token)
+        if got is None:
+            rows = self.store.postings(token)
+            got = (array("q", (r[0] for r in rows)), array("q", (r[1] for r in rows)))
+            if self._posted + len(rows) > MAX_CACHED:
+                self._postings, self._posted = {}, 0
+            self._postings[token] = got
+            self._posted += len(rows)
+        return got
+
+    def _idf_floor(self, query: list[str], n_names: int) -> float:
+        """The smallest idf a token not in the query can have."""
+        top = self.store.top_counts(len(query) + 1)
+        held = set(query)
+        commonest = next((n for tok, n in top if tok not in held), 0)
+        return math.log(1 + n_names / (1 + commonest)) if commonest else 0.0
 
 
-_NONE: frozenset[int] = frozenset()
+def _char_difference(chars: dict[str, int], length: int, other: str) -> int:
+    """Characters in one string and not the other, with multiplicity: an edit changes at
+    most two (a swap none), so more than 2 x limit rules the edit distance out cheaply."""
+    left = dict(chars)
+    extra = 0
+    for char in other:
+        count = left.get(char, 0)
+        if count:
+            left[char] = count - 1
+        else:
+            extra += 1
+    return extra + length - (len(other) - extra)
 
 
-def _bigrams(key: str) -> list[str]:
-    return [key[i:i + 2] for i in range(len(key) - 1)]
+SYNC_CHUNK = 2000   # notes whose name sources are read (and held) at once while syncing
+MAX_CACHED = 400_000   # postings (16 bytes each) and name totals kept between queries
 
 
-def _discard(index: dict[Any, set[int]], key: Any, eid: int) -> None:
-    group = index.get(key)
-    if group is not None:
-        group.discard(eid)
-        if not group:
-            del index[key]
+def _usable(entry: Entry) -> bool:
+    return entry.notes <= (MAX_HEADING_NOTES if entry.field == "heading" else MAX_SHARED)
+
+
+def _make(entry: Entry, kind: str, strength: float,
+          span: tuple[int, int] | None = None) -> NameMatch:
+    return NameMatch(entry.path, entry.name, entry.field, kind,
+                     round(strength * FIELD_WEIGHT[entry.field], 4), span)
+
+
+def _key_of(match: NameMatch) -> tuple[str, str]:
+    return match.path, compact(match.name)
+
+
+def _spans(words: str, longest: int) -> list[tuple[int, int]]:
+    """Every (start, end) of `words` a name could occupy, in the order an automaton reports
+    matches: by end, longest first. A span starts and ends on a character, is 2 to `longest`
+    characters long and does not cut a Latin/digit word (`within_words`)."""
+    n = len(words)
+    starts = [s for s in range(n) if words[s] != " " and within_words(words, s, n)]
+    ends = {e for e in range(1, n + 1) if words[e - 1] != " " and within_words(words, 0, e)}
+    spans = [(s, e) for s in starts for e in range(s + 2, min(n, s + longest) + 1) if e in ends]
+    spans.sort(key=lambda span: (span[1], span[0]))
+    return spans
+
+
+def _source_of(state: IndexState) -> str:
+    """Which state file the store was synced from: a recreated one (moved aside as corrupt,
+    deleted by hand) starts its generations again, so a stored generation alone could lie."""
+    try:
+        info = os.stat(state.path)
+    except OSError:
+        return ""
+    return f"{info.st_dev}:{info.st_ino}"
 
 
 _indexes: PerVault[NameIndex] = PerVault(NameIndex)
@@ -370,5 +464,8 @@ _indexes: PerVault[NameIndex] = PerVault(NameIndex)
 def index_for(vault: Vault) -> NameIndex:
     """The vault's name index, in step with its index state (one per Vault object)."""
     idx = _indexes.get(vault)
+    if not idx.closes_with_vault:   # its connection ends with the vault's stores
+        idx.closes_with_vault = True
+        vault.on_close(idx.close)
     idx.sync()
     return idx

@@ -335,32 +335,36 @@ def test_link_expansion_equals_filtering_every_neighbour(gen_vault: Vault) -> No
 
 def test_fuzzy_names_equal_a_scan_of_every_name(gen_vault: Vault) -> None:
     index = index_for(gen_vault)
-    from reme_agent.recall.names import _bigrams
+    from reme_agent.recall.names import _make, _usable
+    from reme_agent.recall.namestore import bigrams
     from reme_agent.recall.normalize import compact
+
+    with index.store.reading():
+        entries = list(index.store.iter_entries())
 
     def scan(key: str) -> set[tuple[str, str, float]]:
         n = len(key)
         out = set()
         if n < 5 or n > 60:
             return out
-        grams = set(_bigrams(key))
-        for eid, entry in index._entries.items():
+        grams = set(bigrams(key))
+        for entry in entries:
             length = len(entry.key)
             if not max(5, n - 2) <= length <= n + 2:
                 continue
             limit = max_edits(min(length, n))
             if limit == 0 or abs(length - n) > limit:
                 continue
-            shared = len(grams & set(_bigrams(entry.key)))
-            if shared < max(1, max(n, length) - 1 - 2 * limit) or not index._usable(eid):
+            shared = len(grams & set(bigrams(entry.key)))
+            if shared < max(1, max(n, length) - 1 - 2 * limit) or not _usable(entry):
                 continue
             dist = osa_distance(key, entry.key, limit)
             if 0 < dist <= limit:
-                m = index._make(eid, "fuzzy", 0.9 - 0.05 * dist)
+                m = _make(entry, "fuzzy", 0.9 - 0.05 * dist)
                 out.add((m.path, m.name, m.strength))
         return out
 
-    names = [e.name for e in list(index._entries.values())[:300]]
+    names = [e.name for e in entries[:300]]
     rng = random.Random(2)
     typos = []
     for name in names[:120]:
@@ -370,7 +374,8 @@ def test_fuzzy_names_equal_a_scan_of_every_name(gen_vault: Vault) -> None:
         typos.append("".join(chars))
     hit = 0
     for q in typos + names[:50]:
-        got = {(m.path, m.name, m.strength) for m in index._fuzzy(compact(q))}
+        with index.store.reading():
+            got = {(m.path, m.name, m.strength) for m in index._fuzzy(compact(q))}
         assert got == scan(compact(q)), q
         hit += bool(got)
     assert hit > 20
