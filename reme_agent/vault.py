@@ -225,7 +225,7 @@ class Vault:
     def _warm_up(self) -> None:
         """On the first `ready`, load what the first search needs in a background thread
         while this one loads the projections, in the order the search needs them (G6):
-        jieba's dictionary and search's name index, then the embedding model. (The vector
+        the embedding model, search's name index, then jieba's full dictionary. (The vector
         index warms itself: `VectorProjection.warm` from `Indexer.load`.) The name index is
         a file (`names.sqlite`): opening it takes milliseconds; it is built here only when
         missing or out of date, and caught up here after another process's run."""
@@ -236,8 +236,12 @@ class Vault:
         from reme_agent.engine.tokenize import warm_up
         from reme_agent.recall.names import index_for
 
-        steps = (warm_up, lambda: index_for(self),   # names: ms (a build: ~1.3 s at 10k)
-                 lambda: self.embedder.embed_query("warm up"))
+        # The model first (the first answer embeds its query), names (ms; a build: ~1.3 s
+        # at 10k), then jieba's full dictionary, which a query does not wait for (a mapped
+        # copy cuts short texts) but bulk tokenising wants: loaded earlier it held the GIL
+        # while the snapshot loaded.
+        steps = (lambda: self.embedder.embed_query("warm up"), lambda: index_for(self),
+                 warm_up)
 
         def warm() -> None:
             try:

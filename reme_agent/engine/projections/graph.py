@@ -27,10 +27,12 @@ from __future__ import annotations
 import threading
 from array import array
 from collections.abc import Callable, Collection, Iterable, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import networkx as nx
 import numpy as np
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 __all__ = ["GraphProjection"]
 
@@ -536,6 +538,8 @@ class GraphProjection:
         edges are added in sorted order, so the copy (and what is computed on it) does not
         depend on the order in which links were indexed.
         """
+        import networkx as nx  # ~0.1 s: only analyses need it, never a search (G6 cold start)
+
         with self._lock:
             names, num = self._names, self._num
             if nodes is None:
