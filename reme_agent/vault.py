@@ -41,6 +41,7 @@ log = logging.getLogger("reme_agent")
 
 _DEFAULT_PREFIX = VectorSettings.model_fields["collection_prefix"].default
 VAULT_ID_FILE = "vault-id"
+JIEBA_WARM_DELAY = 3.0   # seconds after open before the warm-up loads jieba's full dictionary
 
 
 def _vault_id(internal: Path) -> str:
@@ -238,10 +239,14 @@ class Vault:
 
         # The model first (the first answer embeds its query), names (ms; a build: ~1.3 s
         # at 10k), then jieba's full dictionary, which a query does not wait for (a mapped
-        # copy cuts short texts) but bulk tokenising wants: loaded earlier it held the GIL
-        # while the snapshot loaded.
+        # copy cuts short texts) but bulk tokenising wants. It loads a few seconds later:
+        # its 0.3 s of GIL-bound work slowed a one-shot search's own first answer.
+        def full_dictionary() -> None:
+            if not self._closing.wait(JIEBA_WARM_DELAY):
+                warm_up()
+
         steps = (lambda: self.embedder.embed_query("warm up"), lambda: index_for(self),
-                 warm_up)
+                 full_dictionary)
 
         def warm() -> None:
             try:

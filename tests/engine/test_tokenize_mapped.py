@@ -341,3 +341,42 @@ def test_threads_cutting_while_the_full_dictionary_loads_get_the_same_tokens(
     out, some_mapped = json.loads(proc.stdout)
     assert out == [_terms(reference, t) for t in texts]
     assert some_mapped  # the first texts were cut before the full dictionary was there
+
+
+_VAULT_PROBE = (
+    "import json, sys, time\n"
+    "import reme_agent.vault as V\n"
+    "from reme_agent.config import Settings\n"
+    "from reme_agent.recall.search import search\n"
+    "V.JIEBA_WARM_DELAY = float(sys.argv[2])\n"
+    "v = V.open_vault(sys.argv[1], Settings(embedder={'name': 'hash'}, index={'progress': False}))\n"
+    f"hits = [r.path for r in search(v, {_QUERY!r}, limit=3, log_access=False).results]\n"
+    "loaded_at_answer = sys.modules['jieba'].dt.initialized\n"
+    "time.sleep(float(sys.argv[3]))\n"
+    "print(json.dumps([hits, loaded_at_answer, sys.modules['jieba'].dt.initialized]))\n"
+    "v.close()\n")
+
+
+@pytest.mark.parametrize(("delay", "linger", "loaded_later"), [(60.0, 0.0, False),
+                                                               (0.2, 3.0, True)])
+def test_the_warm_up_loads_the_full_dictionary_only_after_the_first_answer(
+        tmp_path: Path, compact_file: Path, delay: float, linger: float,
+        loaded_later: bool) -> None:
+    """G6 cold start: a one-shot search answers without jieba's full dictionary (its load
+    held the GIL while the search ran); a process that stays loads it a little later."""
+    path = _cache_with_file(tmp_path, compact_file)
+    vault = tmp_path / "v"
+    (vault / "knowledge").mkdir(parents=True)
+    (vault / "knowledge" / "向量.md").write_text("# 向量数据库\n\n向量数据库的设计\n",
+                                                 encoding="utf-8")
+    index = ("from reme_agent.config import Settings\nfrom reme_agent.vault import open_vault\n"
+             f"v = open_vault({str(vault)!r}, Settings(embedder={{'name': 'hash'}}, "
+             "index={'progress': False}))\nv.index()\nv.close()\n")
+    assert _run(path.parent, index).returncode == 0
+    proc = subprocess.run([sys.executable, "-c", _VAULT_PROBE, str(vault), str(delay),
+                           str(linger)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "REME_CACHE_DIR": str(path.parent)}, check=False)
+    assert proc.returncode == 0, proc.stderr
+    hits, at_answer, later = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert hits == ["knowledge/向量.md"]
+    assert at_answer is False and later is loaded_later
