@@ -178,20 +178,24 @@ class IndexState:
                 for path, links in rows:
                     yield path, json.loads(links)
 
+    def _where_in(self, sql: str, values: Iterable[str], params: tuple[Any, ...] = ()
+                  ) -> Iterator[tuple[Any, ...]]:
+        """Rows of `sql` (holding `{marks}` where the IN list goes) for `values` without
+        repeats, 500 per query (SQLite's variable limit); the caller holds the lock."""
+        wanted = list(dict.fromkeys(values))
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            yield from self._db.execute(sql.format(marks=",".join("?" * len(chunk))),
+                                        [*params, *chunk])
+
     def file_stats(self, paths: Iterable[str] | None = None) -> dict[str, tuple[int, int, str]]:
         """path -> (size, mtime_ns, stamp), without decoding JSON: what a re-index compares."""
         sql = "SELECT path, size, mtime_ns, stamp FROM files"
         with self._lock:
             if paths is None:
                 return {r[0]: (r[1], r[2], r[3]) for r in self._db.execute(sql)}
-            out: dict[str, tuple[int, int, str]] = {}
-            wanted = list(dict.fromkeys(paths))
-            for start in range(0, len(wanted), 500):
-                chunk = wanted[start:start + 500]
-                marks = ",".join("?" * len(chunk))
-                for r in self._db.execute(f"{sql} WHERE path IN ({marks})", chunk):
-                    out[r[0]] = (r[1], r[2], r[3])
-            return out
+            return {r[0]: (r[1], r[2], r[3])
+                    for r in self._where_in(sql + " WHERE path IN ({marks})", paths)}
 
     def file_stamps(self) -> dict[str, str]:
         """path -> content stamp of every indexed file (what a snapshot is checked against)."""
@@ -202,29 +206,16 @@ class IndexState:
         """path -> the value of top-level frontmatter `key` (None when absent; a list or
         mapping as its JSON text) for each of `paths` that is indexed; read in SQLite, so
         no frontmatter is decoded here."""
-        wanted = list(dict.fromkeys(paths))
-        where = "$." + json.dumps(key)
-        out: dict[str, Any] = {}
         with self._lock:
-            for start in range(0, len(wanted), 500):
-                chunk = wanted[start:start + 500]
-                marks = ",".join("?" * len(chunk))
-                out.update(self._db.execute(
-                    f"SELECT path, json_extract(frontmatter, ?) FROM files WHERE path IN ({marks})",
-                    [where, *chunk]))
-        return out
+            return dict(self._where_in(
+                "SELECT path, json_extract(frontmatter, ?) FROM files WHERE path IN ({marks})",
+                paths, ("$." + json.dumps(key),)))
 
     def files_of(self, paths: Iterable[str]) -> dict[str, FileRow]:
         """Rows of those `paths` that are indexed, in one query per 500."""
-        wanted = list(dict.fromkeys(paths))
-        out: dict[str, FileRow] = {}
         with self._lock:
-            for start in range(0, len(wanted), 500):
-                chunk = wanted[start:start + 500]
-                marks = ",".join("?" * len(chunk))
-                for r in self._db.execute(f"SELECT * FROM files WHERE path IN ({marks})", chunk):
-                    out[r[0]] = _file_row(r)
-        return out
+            return {r[0]: _file_row(r)
+                    for r in self._where_in("SELECT * FROM files WHERE path IN ({marks})", paths)}
 
     def file(self, path: str) -> FileRow | None:
         with self._lock:
@@ -296,16 +287,10 @@ class IndexState:
 
     def blocks_by_id(self, ids: Iterable[str], with_tokens: bool = False) -> dict[str, BlockRow]:
         """Rows by id; tokens are decoded only on request (search never needs them)."""
-        wanted = list(dict.fromkeys(ids))
         cols = "*" if with_tokens else "id, path, idx, start_line, end_line, hash, heading, text, '[]'"
-        out: dict[str, BlockRow] = {}
         with self._lock:
-            for start in range(0, len(wanted), 500):
-                chunk = wanted[start:start + 500]
-                marks = ",".join("?" * len(chunk))
-                for r in self._db.execute(f"SELECT {cols} FROM blocks WHERE id IN ({marks})", chunk):
-                    out[r[0]] = _block_row(r)
-        return out
+            return {r[0]: _block_row(r) for r in self._where_in(
+                f"SELECT {cols} FROM blocks WHERE id IN ({{marks}})", ids)}
 
     def iter_block_tokens(self) -> Iterator[tuple[str, str, list[str]]]:
         """(block id, path, tokens) for every block: what a cold open needs for BM25.
@@ -320,16 +305,9 @@ class IndexState:
 
     def block_tokens_of(self, paths: Iterable[str]) -> list[tuple[str, str, list[str]]]:
         """(block id, path, tokens) for the blocks of these paths only."""
-        wanted = list(dict.fromkeys(paths))
-        out: list[tuple[str, str, list[str]]] = []
         with self._lock:
-            for start in range(0, len(wanted), 500):
-                chunk = wanted[start:start + 500]
-                marks = ",".join("?" * len(chunk))
-                for bid, path, tokens in self._db.execute(
-                        f"SELECT id, path, tokens FROM blocks WHERE path IN ({marks})", chunk):
-                    out.append((bid, path, json.loads(tokens)))
-        return out
+            return [(bid, path, json.loads(tokens)) for bid, path, tokens in self._where_in(
+                "SELECT id, path, tokens FROM blocks WHERE path IN ({marks})", paths)]
 
     def name_sources(self, paths: Iterable[str] | None = None
                      ) -> dict[str, tuple[dict[str, Any], str, list[str]]]:
@@ -343,15 +321,10 @@ class IndexState:
                 frows = self._db.execute(files_sql).fetchall()
                 brows = self._db.execute(blocks_sql + " ORDER BY path, idx").fetchall()
             else:
-                frows, brows = [], []
                 wanted = list(dict.fromkeys(paths))
-                for start in range(0, len(wanted), 500):
-                    chunk = wanted[start:start + 500]
-                    marks = ",".join("?" * len(chunk))
-                    frows += self._db.execute(f"{files_sql} WHERE path IN ({marks})",
-                                              chunk).fetchall()
-                    brows += self._db.execute(f"{blocks_sql} AND path IN ({marks}) "
-                                              "ORDER BY path, idx", chunk).fetchall()
+                frows = list(self._where_in(files_sql + " WHERE path IN ({marks})", wanted))
+                brows = list(self._where_in(blocks_sql + " AND path IN ({marks}) "
+                                            "ORDER BY path, idx", wanted))
         out: dict[str, tuple[dict[str, Any], str, list[str]]] = {
             path: (json.loads(fm), "", []) for path, fm in frows}
         for path, idx, heading, text in brows:
