@@ -29,12 +29,13 @@ import mmap
 import os
 import struct
 import sys
-import tempfile
 import time
 import zlib
 from array import array
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+
+from reme_agent.engine.atomic import replaced
 
 __all__ = ["CompactDict", "LazyFreq", "cache_path", "open_cached", "write_cache"]
 
@@ -184,15 +185,9 @@ def write_cache(freq: Mapping[str, int], total: int, path: Path | None = None) -
         path = path or cache_path()
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         _remove_stale_temps(path.parent)
-        fd, tmp = tempfile.mkstemp(prefix=".jieba-", suffix=".tmp", dir=path.parent)
-        try:  # the temp file first: a read-only cache costs no encoding (0.4 s)
-            with os.fdopen(fd, "wb") as f:
-                f.write(_encode(freq, total))
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        # the temp file first: a read-only cache costs no encoding (0.4 s)
+        with replaced(path, prefix=".jieba-", suffix=".tmp") as f:
+            f.write(_encode(freq, total))
         return True
     except (OSError, ValueError) as exc:
         log.debug("could not write the compact jieba dictionary (%s: %s)",

@@ -23,16 +23,16 @@ formats back to itself.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import json
 import os
 import re
 import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from reme_agent.engine.atomic import replaced
 
 __all__ = [
     "DailyNotesLayout",
@@ -147,18 +147,9 @@ def add_excluded_folders(root: Path, folders: list[str]) -> list[str]:
     if not added:
         return []
     data["userIgnoreFilters"] = [*have, *added]
-    fd, tmp = tempfile.mkstemp(prefix=".app.json.", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, ensure_ascii=False)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    with replaced(target, prefix=".app.json.", text=True, fsync=True) as fh:
+        json.dump(data, fh, indent=2, ensure_ascii=False)
+        fh.write("\n")
     return added
 
 

@@ -16,12 +16,10 @@ the config (`toolkit.upload_dirs` / `toolkit.download_dirs`); an empty list disa
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from reme_agent.engine.atomic import replaced
 from reme_agent.engine.retarget import plan_move
 from reme_agent.engine.transaction import Transaction
 from reme_agent.errors import (
@@ -233,13 +231,6 @@ def _inside(path: Path, allowed: list[str], verb: str, key: str) -> Path:
 def _write_local(target: Path, data: bytes) -> None:
     """Atomic local write (outside the vault, so not the store's business)."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    with replaced(target, prefix=".tmp-") as fh:
+        fh.write(data)
 
