@@ -80,3 +80,20 @@ def test_slot_index_and_slot_ids_follow_removals_and_reuse() -> None:
 def test_ids_ending_in_nul_are_refused() -> None:
     with pytest.raises(ValueError):
         encode_ids(["ok", "bad\x00"])
+
+
+def test_remembered_lookups_stay_right_when_the_memo_fills_and_clears(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`SortedIds.find` remembers answers (hits and misses) in a bounded memo: whatever it
+    holds or has dropped, every answer equals the position the ids were given in."""
+    from reme_agent.engine import idmap
+
+    monkeypatch.setattr(idmap, "MEMO_SIZE", 16)
+    rng = random.Random(5)
+    ids = [f"{rng.getrandbits(64):016x}" for _ in range(200)]
+    base = SortedIds.build(encode_ids(ids))
+    slot = {i: n for n, i in enumerate(ids)}
+    asked = [rng.choice(ids) if rng.random() < 0.8 else f"{rng.getrandbits(64):016x}"
+             for _ in range(2000)]
+    assert [base.find(k) for k in asked] == [slot.get(k, -1) for k in asked]
+    assert len(base._memo) <= 16

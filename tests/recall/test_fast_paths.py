@@ -265,9 +265,9 @@ def test_grouping_equals_building_every_node(gen_vault: Vault) -> None:
 
 
 def reference_expand(graph: Any, seeds: list[str], catalog: Any, *, depth: int,
-                     per_direction: int, budget: int,
-                     exclude: Callable[[str], bool]) -> list[dict[str, Any]]:
-    """expand_links as it was: filter every neighbour, then rank them."""
+                     per_direction: int, budget: int, exclude: Callable[[str], bool],
+                     suspended: Any = None) -> list[dict[str, Any]]:
+    """expand_links as it was: filter every neighbour, then rank them, one by one."""
     seen = set(seeds)
     out: list[dict[str, Any]] = []
     frontier = [(s, s) for s in dict.fromkeys(seeds)]
@@ -278,7 +278,8 @@ def reference_expand(graph: Any, seeds: list[str], catalog: Any, *, depth: int,
     def rank(nodes: list[str]) -> list[str]:
         if len(nodes) <= per_direction:
             return sorted(nodes)
-        return sorted(nodes, key=lambda o: (-catalog.in_degree(graph, o), o))[:per_direction]
+        return sorted(nodes, key=lambda o: (-catalog.in_degree(graph, o, suspended), o)
+                      )[:per_direction]
 
     for hop in range(1, depth + 1):
         queues = []
@@ -328,6 +329,44 @@ def test_link_expansion_equals_filtering_every_neighbour(gen_vault: Vault) -> No
                   "budget": rng.choice([5, 30]), "exclude": hidden.__contains__}
         assert expand_links(vault.graph, seeds, catalog, **kwargs) == \
             reference_expand(vault.graph, seeds, catalog, **kwargs), trial
+
+
+def test_link_expansion_over_archived_notes_equals_the_reference_in_few_lookups(
+        gen_vault: Vault) -> None:
+    """Archived neighbours are left out and their links do not rank others, as before; the
+    archived status of a hop's neighbours is read in batches, not one lookup per note."""
+    from reme_agent.recall.archive import Archived
+    from reme_agent.recall.expand import expand_links
+
+    vault = gen_vault
+    catalog = catalog_for(vault)
+    catalog.sync()
+    rng = random.Random(9)
+    paths = sorted(vault.state.file_stats())
+    hubs = sorted(paths, key=lambda p: -vault.graph.in_degree(p))[:5]
+    for trial in range(30):
+        archived = set(rng.sample(paths, 60))
+        lookups: list[int] = []
+
+        def status_of(ps: list[str], archived: set[str] = archived,
+                      lookups: list[int] = lookups) -> dict[str, Any]:
+            lookups.append(len(ps))
+            return {p: "archived" if p in archived else None for p in ps}
+
+        fast, slow = Archived(None, status_of), Archived(None, status_of)
+        seeds = rng.sample(paths, 4) + rng.sample(hubs, 1)
+        kwargs = {"depth": rng.choice([1, 2]), "per_direction": rng.choice([2, 3, 10]),
+                  "budget": rng.choice([5, 30])}
+        got = expand_links(vault.graph, seeds, catalog, exclude=fast.__contains__,
+                           suspended=fast, **kwargs)
+        fast_lookups, fast_paths = len(lookups), sum(lookups)
+        want = reference_expand(vault.graph, seeds, catalog, exclude=slow.__contains__,
+                                suspended=slow, **kwargs)
+        assert got == want, trial
+        assert not {e["path"] for e in got} & archived
+        # the reference asks about most notes alone; batched, a lookup covers many
+        assert fast_lookups * 4 <= fast_paths, (trial, fast_lookups, fast_paths)
+        assert len(lookups) - fast_lookups > fast_lookups, trial
 
 
 # -- names ------------------------------------------------------------------------------------
