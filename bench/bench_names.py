@@ -27,8 +27,6 @@ import argparse
 import json
 import os
 import random
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,7 +38,7 @@ ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(ROOT))
 
-from bench_scale import Phases, _status  # noqa: E402
+from bench_scale import Phases, _status, pcts, run_child  # noqa: E402
 
 
 def _state(root: str) -> Any:
@@ -48,12 +46,6 @@ def _state(root: str) -> Any:
     from reme_agent.engine.workdir import internal_dir
 
     return IndexState(internal_dir(Path(root)) / "index.sqlite")
-
-
-def _pcts(values: list[float]) -> dict[str, float]:
-    ordered = sorted(values)
-    return {"p50": round(statistics.median(ordered), 3),
-            "p95": round(ordered[min(len(ordered) - 1, int(0.95 * (len(ordered) - 1)))], 3)}
 
 
 def _match_all(index: Any, queries: list[str]) -> tuple[list[float], list[Any]]:
@@ -138,7 +130,7 @@ def child_open(root: str, queries_file: str, timed: bool) -> dict[str, Any]:
         ph.end("jieba (for the queries)")
         times, answers = _match_all(index, queries)
         ph.end("queries")
-        out.update(match_ms=_pcts(times), answers=answers)
+        out.update(match_ms=pcts(times, 3), answers=answers)
     index.close()
     return out
 
@@ -175,19 +167,13 @@ def child_reference(root: str, queries_file: str) -> dict[str, Any]:
     index.sync()
     ph.end("build (in memory)")
     times, answers = _match_all(index, json.loads(Path(queries_file).read_text()))
-    return {"phases": ph.rows, "match_ms": _pcts(times), "answers": answers}
+    return {"phases": ph.rows, "match_ms": pcts(times, 3), "answers": answers}
 
 
 # --- the parent ----------------------------------------------------------------------------------
 
 def _run(*args: str) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(ROOT), str(BENCH), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", *args],
-                          capture_output=True, text=True, env=env)
-    if proc.returncode != 0:
-        raise RuntimeError(f"child {args[0]} failed:\n{proc.stderr[-4000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_child(Path(__file__), *args)
 
 
 def _row(name: str, p: dict[str, float], base: float | None = None) -> str:

@@ -40,6 +40,8 @@ ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(ROOT))
 
+from machine import percentile  # noqa: E402
+
 TARGETS = {"peak_rss_mb": 1536.0, "cold_open_s": 5.0, "search_p95_ms": 50.0, "edit_s": 1.0}
 
 
@@ -195,7 +197,7 @@ def child_cold(root: str, dim: int, embedder: str, queries: int) -> dict[str, An
     vault.close()
     return {"phases": ph.rows, "first_answer_s": round(first_answer, 3),
             "first_full_search_s": round(first_full, 3), "hits": len(hits),
-            "search_ms": _pcts(plain), "search_full_ms": _pcts(rich),
+            "search_ms": pcts(plain), "search_full_ms": pcts(rich),
             "peak_mb": max(p["peak_mb"] for p in ph.rows.values())}
 
 
@@ -227,23 +229,29 @@ def child_names(root: str, dim: int, embedder: str) -> dict[str, Any]:
     return {"phases": ph.rows}
 
 
-def _pcts(values: list[float]) -> dict[str, float]:
-    ordered = sorted(values)
-    pick = lambda q: ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]  # noqa: E731
-    return {"p50": round(statistics.median(ordered), 2), "p95": round(pick(0.95), 2),
-            "p99": round(pick(0.99), 2)}
+def pcts(values: list[float], digits: int = 2) -> dict[str, float]:
+    """p50 / p95 / p99, rounded (the scale and names benches print these)."""
+    return {"p50": round(statistics.median(values), digits),
+            "p95": round(percentile(values, 0.95), digits),
+            "p99": round(percentile(values, 0.99), digits)}
 
 
 # --- the parent -------------------------------------------------------------------------------
 
-def _run_child(*args: str) -> dict[str, Any]:
+def run_child(script: Path, *args: str) -> dict[str, Any]:
+    """Run `script --child ARGS` in a new process; its last stdout line is the JSON result
+    (every phase measured in a process of its own, so peaks are that phase's)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(ROOT), str(BENCH), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", *args],
+    proc = subprocess.run([sys.executable, str(script.resolve()), "--child", *args],
                           capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"child {args[0]} failed:\n{proc.stderr[-4000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _run_child(*args: str) -> dict[str, Any]:
+    return run_child(Path(__file__), *args)
 
 
 def _load() -> list[float]:
