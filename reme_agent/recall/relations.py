@@ -117,10 +117,29 @@ def asked_predicates(query: str, excluded: Iterable[tuple[int, int]] = ()) -> se
         words = words[:start] + " " * (end - start) + words[end:]
     folded = fold(query)
     out: set[str] = set()
-    for english, chinese, predicates in LEXICON:
-        if any(_has_phrase(words, cue) for cue in english) or any(c in folded for c in chinese):
+    for english, chinese, predicates in _CUES:
+        if english.search(words) or chinese.search(folded):
             out |= predicates
     return out
+
+
+def _cue_patterns() -> list[tuple[re.Pattern[str], re.Pattern[str], frozenset[str]]]:
+    """Each lexicon row as two searches: its English cues on word boundaries (what
+    `_has_phrase` checks: a space or an end on both sides; the cues are ASCII) and its
+    Chinese cues anywhere."""
+    out = []
+    never = "(?!)"
+    for english, chinese, predicates in LEXICON:
+        if not all(cue.isascii() and cue == cue.strip() for cue in english):
+            raise ValueError(f"English cues must be ASCII words: {english}")
+        words = "|".join(re.escape(cue) for cue in english) or never
+        phrases = "|".join(re.escape(cue) for cue in chinese) or never
+        out.append((re.compile(f"(?<![^ ])(?:{words})(?![^ ])"), re.compile(phrases),
+                    predicates))
+    return out
+
+
+_CUES = _cue_patterns()
 
 
 def _literal(query_words: str, predicate: str) -> bool:
