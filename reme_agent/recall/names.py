@@ -31,6 +31,7 @@ generation moves (a run in any process). A query reads only the rows it touches.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import logging
 import math
@@ -41,7 +42,7 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from reme_agent.engine.names import note_aliases, note_title
 from reme_agent.engine.state import is_corruption
@@ -55,7 +56,7 @@ from reme_agent.recall.namestore import (
     bigrams,
 )
 from reme_agent.recall.normalize import CJK_CHAR as _CJK
-from reme_agent.recall.normalize import compact, spaced, within_words
+from reme_agent.recall.normalize import compact, is_cjk, spaced
 from reme_agent.recall.pervault import PerVault
 
 if TYPE_CHECKING:
@@ -147,12 +148,23 @@ class NameIndex:
         self._version = -1             # the store version the caches below belong to
         self._counts: dict[str, int] = {}   # token -> entries holding it (tokens queried)
         self._n_names = 0
+        self._max_words = 0
+        self._top: list[tuple[str, int]] = []   # the commonest tokens, most first
+        self._top_all = False                   # `_top` holds every token
         # what token matches read, kept until the store changes (bounded): the postings of
         # a token and the idf sum of a name; a common word ("主题" in 33k titles at 100k
         # notes) is read once, not on every query naming it
         self._postings: dict[str, tuple[array[int], array[int]]] = {}
         self._posted = 0
         self._totals: dict[int, float] = {}
+        # what the other lookups read, kept the same way: a query's spans are mostly words
+        # other queries had ("the", "我们"), its bigrams too; one read per query for the rest
+        self._by_key: Kept[str, tuple[Entry, ...]] = Kept(MAX_KEPT)     # key -> entries
+        self._by_eid: Kept[int, Entry] = Kept(MAX_KEPT)
+        self._gram_n: Kept[tuple[int, str], int] = Kept(MAX_KEPT)       # (length, gram) -> keys
+        self._grams_at: dict[int, dict[str, int] | None] = {}   # length -> gram -> keys
+        self._grams_held = 0
+        self._gram_keys: Kept[tuple[int, str], tuple[str, ...]] = Kept(MAX_KEPT)
         self.closes_with_vault = False
 
     @property
@@ -168,6 +180,7 @@ class NameIndex:
                 self._store.close()
                 self._store = None
             self._generation = -1
+            self._version = -1   # a store rebuilt in its place counts versions from 0 again
 
     # -- upkeep -------------------------------------------------------------------------
     def _guarded(self, fn: Callable[[], T]) -> T:
@@ -227,12 +240,18 @@ class NameIndex:
         w.finish(gen, source)
 
     def _fresh(self, version: int) -> None:
-        """Drop what was cached from an older store version."""
+        """Drop what was cached from an older store version (checked once per query: every
+        read of a query is inside one `reading()`, so one version holds for all of them)."""
         if version != self._version:
             self._version = version
             self._counts = {}
             self._n_names = self.store.count_entries()
+            self._max_words = self.store.max_words()
+            self._top, self._top_all = [], False
             self._postings, self._posted, self._totals = {}, 0, {}
+            for kept in (self._by_key, self._by_eid, self._gram_n, self._gram_keys):
+                kept.clear()
+            self._grams_at, self._grams_held = {}, 0
 
     # -- lookups ------------------------------------------------------------------------
     def names_of(self, path: str) -> list[str]:
@@ -249,17 +268,19 @@ class NameIndex:
     def _match(self, query: str, tokens: list[str]) -> dict[str, NameMatch]:
         with self._lock, self.store.reading() as version:
             self._fresh(version)
-            store = self.store
             key = compact(query)
             words = spaced(query)
-            found: list[NameMatch] = []
-            exact = [e for e in store.entries_with_keys([key], MAX_SHARED)
-                     if _usable(e)] if key else []
-            for entry in exact:
-                found.append(_make(entry, "exact", 1.0))
+            # the whole query and every span a contained name could fill: one read
+            spans = _spans(words, self._max_words) if words else []
+            wanted = {words[s:e].replace(" ", "") for s, e in spans}
+            if key:
+                wanted.add(key)
+            looked = self._entries_with_keys(wanted)
+            exact = [e for e in looked if e.key == key and _usable(e)]
+            found = [_make(entry, "exact", 1.0) for entry in exact]
             if not exact:
                 found += self._fuzzy(key)
-            found += self._contained(words, key)
+            found += _contained_of(words, key, spans, looked)
             # a name already found whole is not matched again token by token
             skip = {_key_of(m) for m in found}
             found += [m for m in self._token_matches(tokens) if _key_of(m) not in skip]
@@ -276,32 +297,75 @@ class NameIndex:
             return []
         grams = set(bigrams(key))
         chars = dict(Counter(key))
-        dist_of: dict[str, int] = {}
+        # (length, limit, bigrams shared at least) of every key length within reach
+        plans = []
         for length in range(max(5, n - 2), n + 3):
             limit = max_edits(min(length, n))
             if limit == 0 or abs(length - n) > limit:
                 continue
             # q-gram lemma: each edit destroys at most 2 bigrams (of the longer string)
-            need = max(1, max(n, length) - 1 - 2 * limit)
-            counts = self.store.gram_counts(length, grams)
-            # Prefix filter: a name sharing `need` of the query's bigrams holds one of its
-            # rarest len - need + 1 (so common bigrams like "th" are never read whole).
-            rarest = sorted(grams, key=lambda g: counts.get(g, 0))[:len(grams) - need + 1]
-            candidates = {other for gram in rarest if counts.get(gram)
-                          for other, notes in self.store.keys_with_gram(length, gram)
-                          if notes <= MAX_SHARED}
-            for other in candidates:
-                if len(grams.intersection(bigrams(other))) < need or \
-                        _char_difference(chars, n, other) > 2 * limit:
-                    continue
-                dist = osa_distance(key, other, limit)
-                if 0 < dist <= limit:
-                    dist_of[other] = dist
+            plans.append((length, limit, max(1, max(n, length) - 1 - 2 * limit)))
+        counts = self._gram_counts([length for length, _, _ in plans], grams)
+        # Prefix filter: a name sharing `need` of the query's bigrams holds one of its rarest
+        # len - need + 1 (so common bigrams like "th" are never read whole); all lengths'
+        # rare bigrams are read at once.
+        rare = []
+        for length, _, need in plans:
+            at = counts[length]
+            rarest = sorted(grams, key=lambda g: at.get(g, 0))
+            rare += [(length, g) for g in rarest[:len(grams) - need + 1] if at.get(g)]
+        limits = {length: (limit, need) for length, limit, need in plans}
+        dist_of: dict[str, int] = {}
+        with_gram = self._gram_keys.get_many(rare, self._read_gram_keys)
+        for other in {other for keys in with_gram.values() for other in keys}:
+            limit, need = limits[len(other)]
+            if len(grams.intersection(bigrams(other))) < need or \
+                    _char_difference(chars, n, other) > 2 * limit:
+                continue
+            dist = osa_distance(key, other, limit)
+            if 0 < dist <= limit:
+                dist_of[other] = dist
         if not dist_of:
             return []
-        entries = self.store.entries_with_keys(dist_of, MAX_SHARED)
+        entries = self._entries_with_keys(dist_of)
         entries.sort(key=lambda e: (len(e.key), e.eid))   # by length, then entry order
         return [_make(e, "fuzzy", 0.9 - 0.05 * dist_of[e.key]) for e in entries if _usable(e)]
+
+    def _gram_counts(self, lengths: list[int], grams: set[str]) -> dict[int, dict[str, int]]:
+        """length -> bigram -> keys of that length holding it (absent: none). A length's
+        counts are read whole once per store version (10k notes: 100-2,900 bigrams a
+        length); a length with more than `GRAMS_PER_LENGTH`, or past `MAX_KEPT` in all, is
+        read and kept per bigram."""
+        out: dict[int, dict[str, int]] = {}
+        rest = []
+        for length in lengths:
+            if length not in self._grams_at:
+                room = min(GRAMS_PER_LENGTH, MAX_KEPT - self._grams_held)
+                got = self.store.grams_of_length(length, room + 1) if room > 0 else None
+                self._grams_at[length] = got if got is not None and len(got) <= room else None
+                self._grams_held += len(self._grams_at[length] or ())
+            at = self._grams_at[length]
+            if at is None:
+                rest.append(length)
+            else:
+                out[length] = at
+        if rest:
+            pairs = self._gram_n.get_many([(n, g) for n in rest for g in grams],
+                                          self._read_gram_counts)
+            for (length, gram), n in pairs.items():
+                out.setdefault(length, {})[gram] = n
+        return out
+
+    def _read_gram_counts(self, pairs: list[tuple[int, str]]) -> dict[tuple[int, str], int]:
+        got = self.store.gram_counts({n for n, _ in pairs}, {g for _, g in pairs})
+        return {pair: got.get(pair, 0) for pair in pairs}
+
+    def _read_gram_keys(self, pairs: list[tuple[int, str]]
+                        ) -> dict[tuple[int, str], tuple[str, ...]]:
+        found: dict[tuple[int, str], list[str]] = {pair: [] for pair in pairs}
+        for length, gram, key in self.store.keys_with_grams(pairs, MAX_SHARED):
+            found[length, gram].append(key)
+        return {pair: tuple(keys) for pair, keys in found.items()}
 
     def _contained(self, words: str, key: str) -> list[NameMatch]:
         """Names the query holds on word boundaries: each span of the query that could be
@@ -309,19 +373,19 @@ class NameIndex:
         is its spaced form without the spaces, so the spans' keys find them."""
         if not words:
             return []
-        spans = _spans(words, self.store.max_words())
-        named: dict[str, list[Entry]] = {}
-        for entry in self.store.entries_with_keys(
-                {words[s:e].replace(" ", "") for s, e in spans}, MAX_SHARED):
-            named.setdefault(entry.words, []).append(entry)
-        total = max(1, len(key))
-        out = []
-        for start, end in spans:
-            for entry in named.get(words[start:end], ()):
-                if entry.key == key or not _usable(entry):
-                    continue   # the whole query: an exact match, counted above
-                share = len(entry.key) / total
-                out.append(_make(entry, "contained", 0.5 + 0.4 * share, (start, end)))
+        spans = _spans(words, self._max_words)
+        looked = self._entries_with_keys({words[s:e].replace(" ", "") for s, e in spans})
+        return _contained_of(words, key, spans, looked)
+
+    def _entries_with_keys(self, keys: Iterable[str]) -> list[Entry]:
+        """`NameStore.entries_with_keys(keys, MAX_SHARED)`, kept per key (none: kept too)."""
+        def read(missing: list[str]) -> dict[str, tuple[Entry, ...]]:
+            found: dict[str, list[Entry]] = {k: [] for k in missing}
+            for entry in self.store.entries_with_keys(missing, MAX_SHARED):
+                found[entry.key].append(entry)
+            return {k: tuple(v) for k, v in found.items()}
+        out = [e for entries in self._by_key.get_many(keys, read).values() for e in entries]
+        out.sort(key=lambda e: e.eid)
         return out
 
     def _token_counts(self, tokens: Iterable[str]) -> dict[str, int]:
@@ -340,10 +404,11 @@ class NameIndex:
         idf = {t: math.log(1 + n_names / (1 + counts[t])) for t in query}
         hits: dict[int, float] = {}
         held: dict[int, int] = {}    # eid -> its tokens the query does not hold
+        postings = self._postings_of([t for t in query if counts[t]])
         for tok in query:
             if not counts[tok]:
                 continue
-            eids, ntoks = self._posting(tok)
+            eids, ntoks = postings[tok]
             weight = idf[tok]
             for eid, ntok in zip(eids, ntoks, strict=True):
                 if ntok >= 2:   # a one-token name is an exact or contained match, or none
@@ -380,27 +445,37 @@ class NameIndex:
             name_cov = hits[eid] / total if total else 0.0
             if name_cov >= 0.5:
                 covered[eid] = name_cov
-        entries = self.store.entries_by_eid(covered)
+        entries = self._by_eid.get_many(covered, self.store.entries_by_eid)
         return [_make(entries[eid], "tokens", 0.8 * cov) for eid, cov in covered.items()
                 if _usable(entries[eid])]
 
-    def _posting(self, token: str) -> tuple[array[int], array[int]]:
-        """(eids, tokens per eid) of the names holding `token`, cached until the store changes."""
-        got = self._postings.get(token)
-        if got is None:
-            rows = self.store.postings(token)
+    def _postings_of(self, tokens: list[str]) -> dict[str, tuple[array[int], array[int]]]:
+        """token -> (eids, tokens per eid) of the names holding it; the uncached ones in one
+        read, kept until the store changes (bounded)."""
+        out = {t: got for t in tokens if (got := self._postings.get(t)) is not None}
+        missing = [t for t in tokens if t not in out]
+        if not missing:
+            return out
+        for token, rows in self.store.postings(missing).items():
             got = (array("q", (r[0] for r in rows)), array("q", (r[1] for r in rows)))
             if self._posted + len(rows) > MAX_CACHED:
                 self._postings, self._posted = {}, 0
             self._postings[token] = got
             self._posted += len(rows)
-        return got
+            out[token] = got
+        return out
 
     def _idf_floor(self, query: list[str], n_names: int) -> float:
-        """The smallest idf a token not in the query can have."""
-        top = self.store.top_counts(len(query) + 1)
+        """The smallest idf a token not in the query can have: from the commonest tokens,
+        read once per store version (more only for a query holding all of them)."""
         held = set(query)
-        commonest = next((n for tok, n in top if tok not in held), 0)
+        while True:
+            commonest = next((n for tok, n in self._top if tok not in held), None)
+            if commonest is not None or self._top_all:
+                break
+            want = max(64, 2 * len(self._top), len(query) + 1)
+            self._top = self.store.top_counts(want)
+            self._top_all = len(self._top) < want
         return math.log(1 + n_names / (1 + commonest)) if commonest else 0.0
 
 
@@ -420,10 +495,69 @@ def _char_difference(chars: dict[str, int], length: int, other: str) -> int:
 
 SYNC_CHUNK = 2000   # notes whose name sources are read (and held) at once while syncing
 MAX_CACHED = 400_000   # postings (16 bytes each) and name totals kept between queries
+MAX_KEPT = 100_000     # answers of each other lookup kept between queries (entries, bigrams)
+GRAMS_PER_LENGTH = 20_000   # a key length's bigram counts are kept whole up to this many
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class Kept(Generic[K, V]):
+    """Answers of one store version by what was asked, read only when missing and emptied
+    as a whole past `limit` (the owner clears it when the store's version moves)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._got: dict[K, V] = {}
+
+    def __len__(self) -> int:
+        return len(self._got)
+
+    def clear(self) -> None:
+        self._got = {}
+
+    def get_many(self, wanted: Iterable[K], read: Callable[[list[K]], dict[K, V]]
+                 ) -> dict[K, V]:
+        """Each wanted key's answer; `read(missing)` must answer every key it is given."""
+        got = self._got
+        out: dict[K, V] = {}
+        missing: list[K] = []
+        for k in wanted:
+            if k in got:
+                out[k] = got[k]
+            elif k not in out:
+                missing.append(k)
+                out[k] = None  # type: ignore[assignment]   # set below, from `read`
+        if missing:
+            fresh = read(missing)
+            if len(got) + len(fresh) > self.limit:
+                got = self._got = {}
+            if len(fresh) <= self.limit:
+                got.update(fresh)
+            for k in missing:
+                out[k] = fresh[k]
+        return out
 
 
 def _usable(entry: Entry) -> bool:
     return entry.notes <= (MAX_HEADING_NOTES if entry.field == "heading" else MAX_SHARED)
+
+
+def _contained_of(words: str, key: str, spans: list[tuple[int, int]],
+                  looked: list[Entry]) -> list[NameMatch]:
+    """Contained matches, span by span, among `looked` (the entries of the spans' keys, in
+    entry order): an entry counts at a span whose text is its spaced form."""
+    named: dict[str, list[Entry]] = {}
+    for entry in looked:
+        named.setdefault(entry.words, []).append(entry)
+    total = max(1, len(key))
+    out = []
+    for start, end in spans:
+        for entry in named.get(words[start:end], ()):
+            if entry.key == key or not _usable(entry):
+                continue   # the whole query: an exact match, counted above
+            share = len(entry.key) / total
+            out.append(_make(entry, "contained", 0.5 + 0.4 * share, (start, end)))
+    return out
 
 
 def _make(entry: Entry, kind: str, strength: float,
@@ -433,7 +567,10 @@ def _make(entry: Entry, kind: str, strength: float,
 
 
 def _key_of(match: NameMatch) -> tuple[str, str]:
-    return match.path, compact(match.name)
+    return match.path, _name_key(match.name)
+
+
+_name_key = functools.lru_cache(maxsize=1 << 15)(compact)   # names recur across queries
 
 
 def _spans(words: str, longest: int) -> list[tuple[int, int]]:
@@ -441,10 +578,17 @@ def _spans(words: str, longest: int) -> list[tuple[int, int]]:
     matches: by end, longest first. A span starts and ends on a character, is 2 to `longest`
     characters long and does not cut a Latin/digit word (`within_words`)."""
     n = len(words)
-    starts = [s for s in range(n) if words[s] != " " and within_words(words, s, n)]
-    ends = {e for e in range(1, n + 1) if words[e - 1] != " " and within_words(words, 0, e)}
-    spans = [(s, e) for s in starts for e in range(s + 2, min(n, s + longest) + 1) if e in ends]
-    spans.sort(key=lambda span: (span[1], span[0]))
+    cjk = set() if words.isascii() else {i for i, c in enumerate(words) if is_cjk(c)}
+    # `within_words` at one edge: a start after a space (or CJK), an end before one
+    starts = [s for s in range(n) if words[s] != " " and
+              (s == 0 or words[s - 1] == " " or s in cjk)]
+    ends = [e for e in range(2, n + 1) if words[e - 1] != " " and
+            (e == n or words[e] == " " or e - 1 in cjk)]
+    spans = []
+    for end in ends:
+        first = bisect.bisect_left(starts, end - longest)
+        last = bisect.bisect_right(starts, end - 2)
+        spans += [(start, end) for start in starts[first:last]]
     return spans
 
 

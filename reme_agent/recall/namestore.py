@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from reme_agent.engine.state import is_corruption
 
@@ -33,7 +34,9 @@ log = logging.getLogger("reme_agent.index")
 FORMAT = "names-3"      # bump when the tables, or what fills them (names, tokens), change
 FILE_NAME = "names.sqlite"
 MIN_GRAM_LEN, MAX_GRAM_LEN = 5, 62   # fuzzy lookups: keys of 5+ chars, queries up to 60 (+2)
-_CHUNK = 500            # bound parameters per IN (SQLite's cap is higher; keeps plans simple)
+_CHUNK = 512            # bound parameters per IN (SQLite's cap is higher; keeps plans simple)
+_STATEMENTS = 256       # prepared statements kept: every IN size (`padded`) of every lookup
+MMAP_BYTES = 1 << 30   # reads through a mapping: no pread and copy per page (file-backed, shared)
 MAX_HEADING_NOTES = 2   # a heading more notes share ("Overview") names no note
 BATCH = 4096            # rows a sync holds before writing them
 
@@ -83,6 +86,25 @@ def bigrams(key: str) -> list[str]:
     return [key[i:i + 2] for i in range(len(key) - 1)]
 
 
+def padded(values: list[Any], pad: Any = None) -> tuple[str, list[Any]]:
+    """(`?` marks, values) for an IN list, its length rounded up to a power of two (with
+    `pad`, else the last value again: IN is a set test). A query's statement is then one of
+    a few texts, prepared once and kept by sqlite3's statement cache; each new IN length
+    was a new statement to prepare (20-35 us, more than the lookups themselves)."""
+    size = 1 << max(0, len(values) - 1).bit_length()
+    filler = values[-1] if pad is None and values else pad
+    return ",".join("?" * size), [*values, *[filler] * (size - len(values))]
+
+
+def chunks(values: Iterable[Any], size: int | None = None) -> Iterator[list[Any]]:
+    """The distinct values, `size` (default `_CHUNK`) at a time: SQLite caps the number of
+    bound parameters."""
+    size = max(1, size or _CHUNK)
+    wanted = list(dict.fromkeys(values))
+    for start in range(0, len(wanted), size):
+        yield wanted[start:start + size]
+
+
 class NameStore:
     """The tables, a consistent read, and one writer per sync."""
 
@@ -110,17 +132,20 @@ class NameStore:
             except OSError as exc:
                 log.warning("cannot use the name index file %s (%s); keeping it in memory "
                             "for this process", self.path, exc)
-        db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None,
+                             cached_statements=_STATEMENTS)
         self._create(db)
         return db
 
     def _open_file(self, path: Path) -> sqlite3.Connection:
         path.parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(path, check_same_thread=False, timeout=120, isolation_level=None)
+        db = sqlite3.connect(path, check_same_thread=False, timeout=120, isolation_level=None,
+                             cached_statements=_STATEMENTS)
         try:
             if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
+            db.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
             found = _format_of(db)
             if found != FORMAT:
                 db.execute("BEGIN IMMEDIATE")
@@ -203,48 +228,67 @@ class NameStore:
         """Entries of these keys, in entry order, leaving out keys more than `max_notes`
         notes share (a heading 5,000 notes share is one row of `keys`, never 5,000)."""
         out: list[Entry] = []
-        wanted = list(dict.fromkeys(keys))
-        for start in range(0, len(wanted), _CHUNK):
-            chunk = wanted[start:start + _CHUNK]
-            marks = ",".join("?" * len(chunk))
+        for chunk in chunks(keys):
+            marks, values = padded(chunk)
             out += [Entry(*r) for r in self._db.execute(
-                f"{self._ENTRY} WHERE k.key IN ({marks}) AND k.notes <= ?", [*chunk, max_notes])]
+                f"{self._ENTRY} WHERE k.key IN ({marks}) AND k.notes <= ?", [*values, max_notes])]
         out.sort(key=lambda e: e.eid)
         return out
 
     def tokens_of(self, eids: Iterable[int]) -> dict[int, tuple[str, ...]]:
         """eid -> its tokens (one indexed row each, no join: token matches read thousands)."""
         out: dict[int, tuple[str, ...]] = {}
-        wanted = list(eids)
-        for start in range(0, len(wanted), _CHUNK):
-            chunk = wanted[start:start + _CHUNK]
-            marks = ",".join("?" * len(chunk))
+        for chunk in chunks(eids):
+            marks, values = padded(chunk)
             for eid, tokens in self._db.execute(
-                    f"SELECT eid, tokens FROM entries WHERE eid IN ({marks})", chunk):
+                    f"SELECT eid, tokens FROM entries WHERE eid IN ({marks})", values):
                 out[eid] = tuple(tokens.split(_SEP)) if tokens else ()
         return out
 
     def entries_by_eid(self, eids: Iterable[int]) -> dict[int, Entry]:
         out: dict[int, Entry] = {}
-        wanted = list(eids)
-        for start in range(0, len(wanted), _CHUNK):
-            chunk = wanted[start:start + _CHUNK]
-            marks = ",".join("?" * len(chunk))
-            for r in self._db.execute(f"{self._ENTRY} WHERE e.eid IN ({marks})", chunk):
+        for chunk in chunks(eids):
+            marks, values = padded(chunk)
+            for r in self._db.execute(f"{self._ENTRY} WHERE e.eid IN ({marks})", values):
                 out[r[0]] = Entry(*r)
         return out
 
-    def gram_counts(self, length: int, grams: Iterable[str]) -> dict[str, int]:
-        wanted = list(grams)
-        marks = ",".join("?" * len(wanted))
-        return dict(self._db.execute(
-            f"SELECT gram, n FROM gram_counts WHERE length = ? AND gram IN ({marks})",
-            [length, *wanted]))
+    def gram_counts(self, lengths: Iterable[int], grams: Iterable[str]
+                    ) -> dict[tuple[int, str], int]:
+        """(length, bigram) -> keys of that length holding it, for every length and bigram
+        asked (absent: none), in one indexed read."""
+        sizes = list(dict.fromkeys(lengths))
+        out: dict[tuple[int, str], int] = {}
+        if not sizes:
+            return out
+        length_marks, length_values = padded(sizes)
+        for chunk in chunks(grams, max(1, _CHUNK - len(length_values))):
+            marks, values = padded(chunk)
+            sql = (f"SELECT length, gram, n FROM gram_counts WHERE length IN ({length_marks}) "
+                   f"AND gram IN ({marks})")
+            out.update(((n, g), c) for n, g, c in self._db.execute(sql, [*length_values,
+                                                                           *values]))
+        return out
 
-    def keys_with_gram(self, length: int, gram: str) -> list[tuple[str, int]]:
-        """(key, notes sharing it) of every key of this length holding this bigram."""
-        return self._db.execute("SELECT k.key, k.notes FROM grams g JOIN keys k ON k.kid = g.kid "
-                                "WHERE g.length = ? AND g.gram = ?", (length, gram)).fetchall()
+    def grams_of_length(self, length: int, limit: int) -> dict[str, int]:
+        """bigram -> keys of this length holding it, at most `limit` of them."""
+        return dict(self._db.execute("SELECT gram, n FROM gram_counts WHERE length = ? LIMIT ?",
+                                     (length, limit)))
+
+    def keys_with_grams(self, pairs: Iterable[tuple[int, str]], max_notes: int
+                        ) -> list[tuple[int, str, str]]:
+        """(length, bigram, key) of every key at most `max_notes` notes share that holds one
+        of these (length, bigram) pairs, in one read."""
+        out: list[tuple[int, str, str]] = []
+        for chunk in chunks(pairs, max(1, _CHUNK // 2)):
+            marks, values = padded(chunk, pad=(0, ""))   # a length no key has
+            rows = marks.replace("?", "(?, ?)")
+            # the pairs drive the join: each is one primary-key search of `grams`
+            sql = (f"WITH w(length, gram) AS (VALUES {rows}) SELECT g.length, g.gram, k.key "
+                   "FROM w CROSS JOIN grams g ON g.length = w.length AND g.gram = w.gram "
+                   "JOIN keys k ON k.kid = g.kid WHERE k.notes <= ?")
+            out += self._db.execute(sql, [*(x for pair in values for x in pair), max_notes])
+        return out
 
     def top_counts(self, n: int) -> list[tuple[str, int]]:
         """The `n` tokens the most entries hold, most first."""
@@ -255,17 +299,23 @@ class NameStore:
         """Entries holding each token (0 for none)."""
         out: dict[str, int] = {}
         wanted = list(dict.fromkeys(tokens))
-        for start in range(0, len(wanted), _CHUNK):
-            chunk = wanted[start:start + _CHUNK]
-            marks = ",".join("?" * len(chunk))
+        for chunk in chunks(wanted):
+            marks, values = padded(chunk)
             out.update(self._db.execute(
-                f"SELECT token, n FROM token_counts WHERE token IN ({marks})", chunk))
+                f"SELECT token, n FROM token_counts WHERE token IN ({marks})", values))
         return {t: out.get(t, 0) for t in wanted}
 
-    def postings(self, token: str) -> list[tuple[int, int]]:
-        """(eid, number of tokens of that entry) of every entry holding the token."""
-        return self._db.execute("SELECT eid, ntok FROM postings WHERE token = ?",
-                                (token,)).fetchall()
+    def postings(self, tokens: Iterable[str]) -> dict[str, list[tuple[int, int]]]:
+        """token -> (eid, number of tokens of that entry) of every entry holding it, for
+        every token asked (empty list: none), in one indexed read."""
+        wanted = list(dict.fromkeys(tokens))
+        out: dict[str, list[tuple[int, int]]] = {t: [] for t in wanted}
+        for chunk in chunks(wanted):
+            marks, values = padded(chunk)
+            for token, eid, ntok in self._db.execute(
+                    f"SELECT token, eid, ntok FROM postings WHERE token IN ({marks})", values):
+                out[token].append((eid, ntok))
+        return out
 
     # -- writing ------------------------------------------------------------------------
     @contextmanager
