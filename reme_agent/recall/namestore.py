@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import operator
 import os
 import sqlite3
 import threading
@@ -36,7 +37,6 @@ FILE_NAME = "names.sqlite"
 MIN_GRAM_LEN, MAX_GRAM_LEN = 5, 62   # fuzzy lookups: keys of 5+ chars, queries up to 60 (+2)
 _CHUNK = 512            # bound parameters per IN (SQLite's cap is higher; keeps plans simple)
 _STATEMENTS = 256       # prepared statements kept: every IN size (`padded`) of every lookup
-MMAP_BYTES = 1 << 30   # reads through a mapping: no pread and copy per page (file-backed, shared)
 MAX_HEADING_NOTES = 2   # a heading more notes share ("Overview") names no note
 BATCH = 4096            # rows a sync holds before writing them
 
@@ -83,7 +83,7 @@ class Entry:
 
 
 def bigrams(key: str) -> list[str]:
-    return [key[i:i + 2] for i in range(len(key) - 1)]
+    return list(map(operator.add, key, key[1:]))   # each character + the next (fast path)
 
 
 def padded(values: list[Any], pad: Any = None) -> tuple[str, list[Any]]:
@@ -145,7 +145,6 @@ class NameStore:
             if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
-            db.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
             found = _format_of(db)
             if found != FORMAT:
                 db.execute("BEGIN IMMEDIATE")
