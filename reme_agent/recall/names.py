@@ -400,7 +400,10 @@ class NameIndex:
         if not query:
             return []
         n_names = max(1, self._n_names)
-        counts = self._token_counts(query)
+        unknown = [t for t in query if t not in self._counts]
+        if unknown:   # a token's count is the length of its postings: one read for both
+            self._counts.update((t, len(p[0])) for t, p in self._postings_of(unknown).items())
+        counts = self._counts
         idf = {t: math.log(1 + n_names / (1 + counts[t])) for t in query}
         hits: dict[int, float] = {}
         held: dict[int, int] = {}    # eid -> its tokens the query does not hold

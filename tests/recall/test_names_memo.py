@@ -197,6 +197,9 @@ def test_batched_reads_equal_one_read_per_item(vault: Vault,
         assert store.entries_with_keys(wanted, 5) == one_by_one
     assert store.token_counts(tokens) == {t: store.token_counts([t])[t] for t in tokens}
     assert store.postings(tokens) == {t: store.postings([t])[t] for t in tokens}
+    # what token matches rely on: a token's count is the number of its postings
+    assert {t: len(rows) for t, rows in store.postings(tokens).items()} == \
+        store.token_counts(tokens)
     assert store.tokens_of(eids) == {e: store.tokens_of([e])[e] for e in eids}
     assert store.entries_by_eid(eids) == {e: store.entries_by_eid([e])[e] for e in eids}
     every = {(n, g): c for n, g, c in db.execute("SELECT length, gram, n FROM gram_counts")}
