@@ -498,7 +498,7 @@ def _char_difference(chars: dict[str, int], length: int, other: str) -> int:
 
 SYNC_CHUNK = 2000   # notes whose name sources are read (and held) at once while syncing
 MAX_CACHED = 400_000   # postings (16 bytes each) and name totals kept between queries
-MAX_KEPT = 100_000     # answers of each other lookup kept between queries (entries, bigrams)
+MAX_KEPT = 50_000      # answers of each other lookup kept between queries (entries, keys)
 GRAMS_PER_LENGTH = 20_000   # a key length's bigram counts are kept whole up to this many
 K = TypeVar("K")
 V = TypeVar("V")
@@ -506,17 +506,20 @@ V = TypeVar("V")
 
 class Kept(Generic[K, V]):
     """Answers of one store version by what was asked, read only when missing and emptied
-    as a whole past `limit` (the owner clears it when the store's version moves)."""
+    as a whole past `limit` (the owner clears it when the store's version moves). An
+    answer weighs 1, or its length when it is a longer tuple (a key's entries, a bigram's
+    keys)."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
+        self.size = 0
         self._got: dict[K, V] = {}
 
     def __len__(self) -> int:
         return len(self._got)
 
     def clear(self) -> None:
-        self._got = {}
+        self._got, self.size = {}, 0
 
     def get_many(self, wanted: Iterable[K], read: Callable[[list[K]], dict[K, V]]
                  ) -> dict[K, V]:
@@ -532,10 +535,12 @@ class Kept(Generic[K, V]):
                 out[k] = None  # type: ignore[assignment]   # set below, from `read`
         if missing:
             fresh = read(missing)
-            if len(got) + len(fresh) > self.limit:
-                got = self._got = {}
-            if len(fresh) <= self.limit:
-                got.update(fresh)
+            size = sum(max(1, len(v)) if isinstance(v, tuple) else 1 for v in fresh.values())
+            if self.size + size > self.limit:
+                self.clear()
+            if size <= self.limit:
+                self._got.update(fresh)
+                self.size += size
             for k in missing:
                 out[k] = fresh[k]
         return out

@@ -155,7 +155,7 @@ def test_small_memory_bounds_and_the_per_bigram_fallback_change_no_answer(
     assert _answers(idx) == expected
     assert _answers(idx) == expected   # again, from what little was kept
     assert any(at is None for at in idx._grams_at.values())
-    assert len(idx._by_key) <= 3 and len(idx._gram_n) <= 3
+    assert idx._by_key.size <= 3 and len(idx._by_key) <= 3 and len(idx._gram_n) <= 3
     idx.close()
 
 
@@ -174,6 +174,13 @@ def test_kept_answers_each_key_once_and_empties_past_its_limit() -> None:
     assert len(kept) == 2
     assert kept.get_many(range(10), square) == {k: k * k for k in range(10)}
     assert len(kept) <= 4
+    # a tuple weighs its length (at least 1: a "none" answer is kept too, and counted)
+    lists: Kept[int, tuple[int, ...]] = Kept(5)
+    assert lists.get_many([3, 0], lambda ks: {k: tuple(range(k)) for k in ks}) == \
+        {3: (0, 1, 2), 0: ()}
+    assert lists.size == 4 and len(lists) == 2
+    lists.get_many([2], lambda ks: {k: tuple(range(k)) for k in ks})   # 4 + 2 > 5
+    assert lists.size == 2 and len(lists) == 1
 
 
 def test_batched_reads_equal_one_read_per_item(vault: Vault,
