@@ -17,8 +17,10 @@ Queries: the search bench's (`bench_search.make_queries`: two phrases of one not
 Chinese) and name-shaped ones drawn from the store (a name, a typo of it, the name in a
 question, `<name>是什么`, its words reversed), each a new query (nothing asked twice).
 The vaults are `bench_search.py`'s (`--out`), read only: nothing is indexed or written
-except by the name index's own sync if the store is behind. Numbers are printed, never
-asserted.
+except by the name index's own sync if the store is behind. `--names-only --vault V` times
+the name match alone (old and new `NameIndex` on V's index state, no `Vault` opened: for
+`bench_scale.py`'s 100k vault) and prints what the new index keeps between queries.
+Numbers are printed, never asserted.
 """
 
 from __future__ import annotations
@@ -108,7 +110,7 @@ def stage_of(vault: Vault, mods: dict[str, types.ModuleType]) -> Callable[[str, 
     return run
 
 
-def measure(vault: Vault, old: Callable[..., Any], new: Callable[..., Any],
+def measure(old: Callable[..., Any], new: Callable[..., Any],
             queries: list[str]) -> tuple[list[float], list[float], int]:
     """CPU ms per query of each (interleaved, alternating who goes first); differences."""
     t_old, t_new, differ = [], [], 0
@@ -136,6 +138,48 @@ def report(label: str, t_old: list[float], t_new: list[float], differ: int) -> N
           f"  mean {nm / om:5.2f}  differ {differ}")
 
 
+def names_only(root: Path, old_mods: dict[str, types.ModuleType], count: int) -> None:
+    """The name match alone, old against new, on one index state (no Vault)."""
+    from reme_agent.engine.state import IndexState
+    from reme_agent.engine.workdir import internal_dir
+
+    state = IndexState(internal_dir(root) / "index.sqlite")
+    new_index = current()["names"].NameIndex(state)
+    old_index = old_mods["names"].NameIndex(state)
+    for index in (new_index, old_index):
+        index.sync()
+    with new_index.store.reading():
+        every = [e.name for e in new_index.store.iter_entries()]
+    rng = random.Random(5)
+    queries: list[str] = []
+    for name in rng.sample(every, min(len(every), count // 5 + 5)):
+        chars = list(name)
+        chars[rng.randrange(len(chars))] = rng.choice("abxz题")
+        words = name.split()
+        queries += [name, "".join(chars), f"what is the {name} threshold", f"{name}是什么",
+                    " ".join(reversed(words)) if len(words) > 1 else name.upper()]
+    queries = list(dict.fromkeys(queries))
+
+    def runner(index: Any) -> Callable[[str, list[str]], Any]:
+        return lambda q, toks: sorted((p, tuple(vars(m).values()))
+                                      for p, m in index.match(q, toks).items())
+    print(f"\n{root} ({len(every)} names), name match alone, CPU ms per query, "
+          f"load {__import__('os').getloadavg()[0]:.1f}")
+    warm = 20
+    measure(runner(old_index), runner(new_index), queries[:warm])
+    report("name-shaped (names, typos)",
+           *measure(runner(old_index), runner(new_index), queries[warm:]))
+    kept = {name: getattr(new_index, name) for name in ("_by_key", "_by_eid", "_gram_n",
+                                                        "_gram_keys")}
+    print("  kept by the new index: " + ", ".join(f"{n.strip('_')} {k.size} units"
+                                                  for n, k in kept.items())
+          + f", bigram counts of {sum(1 for v in new_index._grams_at.values() if v)} lengths "
+            f"({new_index._grams_held} bigrams), postings {new_index._posted}, "
+            f"totals {len(new_index._totals)}, token counts {len(new_index._counts)}")
+    new_index.close()
+    old_index.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--old-ref", default="main")
@@ -144,8 +188,12 @@ def main() -> None:
     ap.add_argument("--out", default=str(BENCH / "out"))
     ap.add_argument("--queries", type=int, default=300, help="Per kind of query.")
     ap.add_argument("--embedder", default="use")
+    ap.add_argument("--names-only", action="store_true")
     args = ap.parse_args()
     old_mods, new_mods = load_old(args.old_ref), current()
+    if args.names_only:
+        names_only(Path(args.vault), old_mods, args.queries + 20)
+        return
     roots = [Path(args.vault)] if args.vault else [
         Path(args.out) / f"search-vault-{n}-real" for n in args.notes.split(",")]
     for root in roots:
@@ -161,8 +209,8 @@ def main() -> None:
         print(f"\n{root} ({files} notes, {blocks} blocks), old = {args.old_ref}, CPU ms per "
               f"query (main thread), load {__import__('os').getloadavg()[0]:.1f}")
         for label, queries in kinds.items():
-            measure(vault, old, new, queries[:warm])
-            report(label, *measure(vault, old, new, queries[warm:]))
+            measure(old, new, queries[:warm])
+            report(label, *measure(old, new, queries[warm:]))
         vault.close()
 
 
