@@ -44,6 +44,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+import numpy as np
+
 from reme_agent.engine.names import note_aliases, note_title
 from reme_agent.engine.state import is_corruption
 from reme_agent.engine.tokenize import tokenize
@@ -405,24 +407,15 @@ class NameIndex:
             self._counts.update((t, len(p[0])) for t, p in self._postings_of(unknown).items())
         counts = self._counts
         idf = {t: math.log(1 + n_names / (1 + counts[t])) for t in query}
-        hits: dict[int, float] = {}
-        held: dict[int, int] = {}    # eid -> its tokens the query does not hold
         postings = self._postings_of([t for t in query if counts[t]])
-        for tok in query:
-            if not counts[tok]:
-                continue
-            eids, ntoks = postings[tok]
-            weight = idf[tok]
-            for eid, ntok in zip(eids, ntoks, strict=True):
-                if ntok >= 2:   # a one-token name is an exact or contained match, or none
-                    hits[eid] = hits.get(eid, 0.0) + weight
-                    held[eid] = held.get(eid, ntok) - 1
+        parts = [(postings[t], idf[t]) for t in query if counts[t]]
         # Each token a name holds beyond the query weighs at least `floor` (the idf of the
         # commonest token the query lacks): a name whose other tokens must outweigh the
         # query's cannot cover half its weight and is never read.
         floor = self._idf_floor(query, n_names)
-        wanted = [eid for eid, got in hits.items()
-                  if held[eid] * floor <= got + 1e-9 * max(1.0, got)]
+        many = sum(len(eids) for (eids, _), _ in parts) >= NUMPY_POSTINGS
+        hits = (_hits_numpy if many else _hits)(parts, floor)
+        wanted = list(hits)
         if not wanted:
             return []
         totals = self._totals
@@ -482,6 +475,40 @@ class NameIndex:
         return math.log(1 + n_names / (1 + commonest)) if commonest else 0.0
 
 
+Parts = list[tuple[tuple["array[int]", "array[int]"], float]]   # (eids, ntoks), idf per token
+
+
+def _hits(parts: Parts, floor: float) -> dict[int, float]:
+    """eid -> the idf its name shares with the query, for the names of 2+ tokens whose
+    tokens beyond the query (each at least `floor`) can still leave it half covered."""
+    hits: dict[int, float] = {}
+    held: dict[int, int] = {}    # eid -> its tokens the query does not hold
+    for (eids, ntoks), weight in parts:
+        for eid, ntok in zip(eids, ntoks, strict=True):
+            if ntok >= 2:   # a one-token name is an exact or contained match, or none
+                hits[eid] = hits.get(eid, 0.0) + weight
+                held[eid] = held.get(eid, ntok) - 1
+    return {eid: got for eid, got in hits.items()
+            if held[eid] * floor <= got + 1e-9 * max(1.0, got)}
+
+
+def _hits_numpy(parts: Parts, floor: float) -> dict[int, float]:
+    """`_hits` over arrays, for long postings ("topic" in 66k names at 100k notes): the same
+    sums, added in the same order (bincount adds its input in order, like the loop)."""
+    eids = np.concatenate([np.frombuffer(e, dtype=np.int64) for (e, _), _ in parts])
+    ntoks = np.concatenate([np.frombuffer(n, dtype=np.int64) for (_, n), _ in parts])
+    weights = np.concatenate([np.full(len(e), w) for (e, _), w in parts])
+    keep = ntoks >= 2
+    eids, ntoks, weights = eids[keep], ntoks[keep], weights[keep]
+    if not len(eids):
+        return {}
+    unique, first, inverse = np.unique(eids, return_index=True, return_inverse=True)
+    got = np.bincount(inverse, weights=weights)
+    held = ntoks[first] - np.bincount(inverse)
+    ok = held * floor <= got + 1e-9 * np.maximum(1.0, got)
+    return dict(zip(unique[ok].tolist(), got[ok].tolist(), strict=True))
+
+
 def _char_difference(chars: dict[str, int], length: int, other: str) -> int:
     """Characters in one string and not the other, with multiplicity: an edit changes at
     most two (a swap none), so more than 2 x limit rules the edit distance out cheaply."""
@@ -500,6 +527,7 @@ SYNC_CHUNK = 2000   # notes whose name sources are read (and held) at once while
 MAX_CACHED = 400_000   # postings (16 bytes each) and name totals kept between queries
 MAX_KEPT = 50_000      # answers of each other lookup kept between queries (entries, keys)
 GRAMS_PER_LENGTH = 20_000   # a key length's bigram counts are kept whole up to this many
+NUMPY_POSTINGS = 4096  # a query's postings from which token matching adds them up in numpy
 K = TypeVar("K")
 V = TypeVar("V")
 

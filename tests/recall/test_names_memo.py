@@ -224,6 +224,24 @@ def test_batched_reads_equal_one_read_per_item(vault: Vault,
     store.close()
 
 
+def test_token_hits_in_numpy_equal_the_loop_to_the_last_bit() -> None:
+    from array import array
+
+    rng = random.Random(3)
+    for _ in range(300):
+        parts = []
+        for _ in range(rng.randint(1, 5)):
+            eids = sorted(rng.sample(range(60), rng.randint(1, 40)))
+            # an entry's token count is the same in every posting of it
+            parts.append(((array("q", eids), array("q", [1 + e % 5 for e in eids])),
+                          rng.uniform(0.01, 9.0)))
+        floor = rng.choice([0.0, rng.uniform(0.0, 5.0)])
+        loop, arrays = names._hits(parts, floor), names._hits_numpy(parts, floor)
+        assert loop == arrays and all(type(v) is float for v in arrays.values())
+        assert list(map(float.hex, (loop[e] for e in sorted(loop)))) == \
+            list(map(float.hex, (arrays[e] for e in sorted(arrays))))
+
+
 def _old_spans(words: str, longest: int) -> list[tuple[int, int]]:
     """`names._spans` as it was: every start against every end."""
     n = len(words)
