@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from reme_agent.recall.names import NameMatch, index_for
 from reme_agent.recall.phrases import find_phrase, phrase_of
-from reme_agent.recall.relations import RelationHit, follow
+from reme_agent.recall.relations import Links, RelationHit, follow, links_of
 from reme_agent.recall.rows import rows_for
 from reme_agent.recall.timings import stage
 
@@ -142,11 +142,13 @@ def _relations(vault: Vault, ev: QueryEvidence, subjects: dict[str, NameMatch],
                query: str) -> None:
     """Relation answers of the named subjects, and the notes linked to the top two."""
     graph = vault.graph
-    ev.relations = follow(graph, subjects, query)
+    seen: dict[str, Links] = {}   # the top subjects' links, read once for both uses
+    ev.relations = follow(graph, subjects, query, seen=seen)
     ev.asked = {r.predicate for r in ev.relations.values()}
     top = sorted(subjects.values(), key=lambda m: (-m.strength, m.path))[:2]
     for m in top:
-        for other, _ in [*graph.outbound(m.path), *graph.inbound(m.path)]:
+        outbound, inbound = links_of(graph, m.path, seen)
+        for other, _ in [*outbound, *inbound]:
             if other in subjects or graph.is_dangling(other):
                 continue
             ev.neighbours[other] = max(ev.neighbours.get(other, 0.0), m.strength)

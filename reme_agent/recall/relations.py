@@ -24,7 +24,7 @@ from typing import Any
 from reme_agent.recall.names import NameMatch
 from reme_agent.recall.normalize import fold, spaced, within_words
 
-__all__ = ["LEXICON", "RelationHit", "asked_predicates", "follow"]
+__all__ = ["LEXICON", "RelationHit", "asked_predicates", "follow", "links_of"]
 
 # (English cue phrases, Chinese cue phrases, predicates they ask for)
 LEXICON: tuple[tuple[tuple[str, ...], tuple[str, ...], frozenset[str]], ...] = (
@@ -85,6 +85,7 @@ LEXICON: tuple[tuple[tuple[str, ...], tuple[str, ...], frozenset[str]], ...] = (
      frozenset({"reports_to", "manager"})),
 )
 INBOUND = 0.7     # strength of an answer that links *to* the named note
+Links = tuple[list[tuple[str, "str | None"]], list[tuple[str, "str | None"]]]   # out, in
 _PREDICATE_WORD = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)*")
 
 
@@ -149,9 +150,22 @@ def _literal(query_words: str, predicate: str) -> bool:
     return _has_phrase(query_words, predicate.lower().replace("_", " "))
 
 
+def links_of(graph: Any, path: str, seen: dict[str, Links] | None = None) -> Links:
+    """(outbound, inbound) links of a note, read once per query when `seen` is passed (a
+    hub's inbound list is decoded and sorted on every graph call)."""
+    got = seen.get(path) if seen is not None else None
+    if got is None:
+        got = (graph.outbound(path), graph.inbound(path))
+        if seen is not None:
+            seen[path] = got
+    return got
+
+
 def follow(graph: Any, subjects: dict[str, NameMatch], query: str, *,
-           min_strength: float = 0.4, max_subjects: int = 3) -> dict[str, RelationHit]:
-    """Answer notes of the relation the query asks about its named notes (best per path)."""
+           min_strength: float = 0.4, max_subjects: int = 3,
+           seen: dict[str, Links] | None = None) -> dict[str, RelationHit]:
+    """Answer notes of the relation the query asks about its named notes (best per path);
+    `seen` keeps the links read (`links_of`) for the caller."""
     ranked = sorted((m for m in subjects.values() if m.strength >= min_strength),
                     key=lambda m: (-m.strength, m.path))[:max_subjects]
     if not ranked:
@@ -164,8 +178,8 @@ def follow(graph: Any, subjects: dict[str, NameMatch], query: str, *,
     out: dict[str, RelationHit] = {}
     named = {m.path for m in ranked}
     for match in ranked:
-        for direction, links in (("out", graph.outbound(match.path)),
-                                 ("in", graph.inbound(match.path))):
+        outbound, inbound = links_of(graph, match.path, seen)
+        for direction, links in (("out", outbound), ("in", inbound)):
             for other, predicate in links:
                 if not predicate or other in named or graph.is_dangling(other):
                     continue

@@ -65,3 +65,24 @@ def test_the_lexicon_asks_for_predicates_in_both_languages() -> None:
     assert asked_predicates("我用的电脑") <= {"depends_on", "uses", "requires", "built_on",
                                               "based_on", "dependency"}
     assert asked_predicates("不用担心") == set()   # single characters are never cues
+
+
+def test_a_query_reads_each_subjects_links_once(team, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Relations and neighbours share one read of a subject's links (a hub's are long)."""
+    from reme_agent.engine.tokenize import tokenize
+    from reme_agent.recall.evidence import gather
+
+    graph_type = type(team.graph)
+    real_out, real_in = graph_type.outbound, graph_type.inbound
+    calls: list[tuple[str, str]] = []
+    monkeypatch.setattr(graph_type, "outbound",
+                        lambda self, path: calls.append(("out", path)) or real_out(self, path))
+    monkeypatch.setattr(graph_type, "inbound",
+                        lambda self, path: calls.append(("in", path)) or real_in(self, path))
+    opts = team.settings.search.model_copy(update={"use_phrases": False})
+    query = "who owns the payment gateway"
+    ev = gather(team, query, tokenize(query), opts)
+    assert ev.relations["people/王芳.md"].predicate == "owner"
+    assert {"people/王芳.md", "projects/订单数据库.md"} <= ev.neighbours.keys()
+    assert ("out", "projects/支付网关.md") in calls
+    assert len(calls) == len(set(calls))
