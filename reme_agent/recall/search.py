@@ -361,9 +361,11 @@ def _verify(vault: Vault, shown: list[str], candidates: list[str], held_back: se
 
 def _ranked(vault: Vault, query: str, opts: SearchSettings, *, include_archived: bool,
             prefix: str | None, layers: list[str] | None, query_rewrite: str | None,
-            now: datetime | None, candidates: int, freshness: IndexFreshness
+            now: datetime | None, candidates: int, freshness: IndexFreshness | None = None
             ) -> tuple[list[BlockHit], FactorContext, set[str]]:
-    """Every candidate with its factors, best first, and the archived paths held back."""
+    """Every candidate with its factors, best first, and the archived paths held back
+    (unchecked against the files: `_verify` checks what is shown)."""
+    freshness = freshness if freshness is not None else IndexFreshness()
     held_back: set[str] = set()
     allowed = _excluder(vault, include_archived, prefix=prefix, layers=layers,
                         held_back=held_back)
