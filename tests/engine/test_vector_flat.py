@@ -144,3 +144,14 @@ def test_close_waits_for_a_copy_in_flight(tmp_path: Path) -> None:
     again.query_embedding(again.embedder.embed_query("orbit"), 3)   # starts the copy
     again.close()
     assert not [t for t in again._background() if t.is_alive()]
+
+
+def test_equal_vectors_are_ordered_by_id_and_k_is_capped() -> None:
+    flat = FlatIndex()
+    base = np.eye(4, dtype=np.float32)
+    vecs = np.vstack([base, base])               # every vector twice, under two ids
+    ids = ["z1", "z2", "z3", "z4", "a1", "a2", "a3", "a4"]
+    assert flat.build(lambda: len(ids), lambda off, lim: (ids[off:off + lim], vecs[off:off + lim]))
+    top = flat.query(np.array([0.9, 0.1, 0.0, 0.0], dtype=np.float32), 3)
+    assert [i for i, _ in top] == ["a1", "z1", "a2"]
+    assert len(flat.query(np.ones(4, dtype=np.float32), 50)) == len(ids)

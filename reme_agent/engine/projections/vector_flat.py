@@ -110,8 +110,13 @@ class FlatIndex:
         scores = np.einsum("ij,j->i", matrix, q / norm if norm > 0 else q)
         k = min(k, len(ids))
         head = np.argpartition(-scores, k - 1)[:k] if k < len(ids) else np.arange(len(ids))
-        order = sorted(head.tolist(), key=lambda i: (-scores[i], ids[i]))
-        return [(ids[i], float(min(1.0, max(-1.0, scores[i])))) for i in order]
+        head = head[np.argsort(-scores[head], kind="stable")]
+        top = np.clip(scores[head], -1.0, 1.0).tolist()
+        rows = head.tolist()
+        if any(a == b for a, b in zip(top, top[1:], strict=False)):   # ties: by id
+            pairs = sorted(zip(top, rows, strict=True), key=lambda p: (-p[0], ids[p[1]]))
+            return [(ids[r], v) for v, r in pairs]
+        return [(ids[r], v) for r, v in zip(rows, top, strict=True)]
 
     def vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray] | None:
         """Stored vectors of the known `ids` (chroma's values), or None when no copy is
