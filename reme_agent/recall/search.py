@@ -171,6 +171,18 @@ def search(vault: Vault, query: str, *, limit: int = 10, include_archived: bool 
            layers: list[str] | None = None, options: SearchSettings | None = None,
            log_access: bool = True, now: datetime | None = None) -> SearchResponse:
     """Node-level search with signal factors, grouping, expansion and the access log."""
+    with vault.state.pinned():   # one index generation read per search
+        return _search(vault, query, limit=limit, include_archived=include_archived,
+                       expand_depth=expand_depth, top_chunks_per_path=top_chunks_per_path,
+                       query_rewrite=query_rewrite, prefix=prefix, layers=layers,
+                       options=options, log_access=log_access, now=now)
+
+
+def _search(vault: Vault, query: str, *, limit: int, include_archived: bool,
+            expand_depth: int | None, top_chunks_per_path: int | None,
+            query_rewrite: str | None, prefix: str | None, layers: list[str] | None,
+            options: SearchSettings | None, log_access: bool,
+            now: datetime | None) -> SearchResponse:
     _check_query(query, limit)
     opts = options or vault.settings.search
     depth = opts.expand_depth if expand_depth is None else expand_depth
