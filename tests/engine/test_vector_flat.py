@@ -136,22 +136,19 @@ def _chroma_rounded(vp: VectorProjection, q: np.ndarray, k: int) -> list[tuple[s
     return [(i, float(min(1.0, max(-1.0, s)))) for i, s in _chroma(vp, q, k)]
 
 
-def test_close_waits_for_a_copy_in_flight(tmp_path: Path) -> None:
+def test_a_bigger_store_is_copied_in_the_background_from_its_second_query(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from reme_agent.engine.projections import vector as vector_mod
+
+    monkeypatch.setattr(vector_mod, "INLINE_COPY_MAX", 50)   # 400 vectors: "bigger"
     path = tmp_path / "chroma"
     with VectorProjection(HashEmbedder(64), path) as first:
         _upsert(first, _texts(400, seed=5))
     again = VectorProjection(HashEmbedder(64), path)
-    again.query_embedding(again.embedder.embed_query("orbit"), 3)   # starts the copy
-    again.close()
+    q = again.embedder.embed_query("orbit")
+    again.query_embedding(q, 3)                 # a one-shot process: chroma, no copy
+    assert not again.flat.ready and not again._background()
+    again.query_embedding(q, 3)                 # a second query: copied meanwhile
+    assert again._background() or again.flat.ready
+    again.close()                               # waits for the copy in flight
     assert not [t for t in again._background() if t.is_alive()]
-
-
-def test_equal_vectors_are_ordered_by_id_and_k_is_capped() -> None:
-    flat = FlatIndex()
-    base = np.eye(4, dtype=np.float32)
-    vecs = np.vstack([base, base])               # every vector twice, under two ids
-    ids = ["z1", "z2", "z3", "z4", "a1", "a2", "a3", "a4"]
-    assert flat.build(lambda: len(ids), lambda off, lim: (ids[off:off + lim], vecs[off:off + lim]))
-    top = flat.query(np.array([0.9, 0.1, 0.0, 0.0], dtype=np.float32), 3)
-    assert [i for i, _ in top] == ["a1", "z1", "a2"]
-    assert len(flat.query(np.ones(4, dtype=np.float32), 50)) == len(ids)

@@ -392,6 +392,7 @@ class VectorProjection:
         # a small collection's vectors as one matrix, scanned exactly (vector_flat.py)
         self.flat = FlatIndex()
         self._threads: list[threading.Thread] = []
+        self._asked = 0   # queries that found no exact copy ready
         self._threads_lock = threading.Lock()
         self.base_name = f"{prefix}-{embedder.id}"
         self.current_name = current_name
@@ -456,9 +457,6 @@ class VectorProjection:
                 self.count()
             except Exception as exc:  # the next call raises it again, with context
                 log.debug("warming the vector index failed: %s", exc)
-                return
-            if self._flat_wanted():
-                self._build_flat()
 
         self._spawn(load, "reme-warm-vectors")
 
@@ -521,12 +519,15 @@ class VectorProjection:
 
     def _start_flat(self) -> None:
         """Copy the collection for exact scans: right here when that is quick (then every
-        query of a small store is answered one way), else on a background thread."""
+        query of a small store is answered one way), else on a background thread from the
+        second query on (a one-shot `reme-agent search` would pay ~50 us a vector for
+        nothing, beside its only query)."""
         if not self._flat_wanted():
             return
+        self._asked += 1
         if self.count() <= INLINE_COPY_MAX:
             self._build_flat()
-        else:
+        elif self._asked >= 2:
             self._spawn(self._build_flat, "reme-flat-vectors")
 
     def reopen(self) -> None:

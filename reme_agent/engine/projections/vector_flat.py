@@ -10,8 +10,8 @@ not re-embedded), and a query scans it exactly. The answer is what chroma's HNSW
 approximates: the same nearest blocks, exact instead of approximate.
 
 chroma stays the vector store (DESIGN §6): this is a read-side copy of one collection, made
-by the first query of a small store (`INLINE_COPY_MAX`) or in the background (`warm`, or a
-query of a bigger store, which chroma answers until the copy is ready: the same blocks, the
+by the first query of a small store (`INLINE_COPY_MAX`) or in the background from the second
+query of a bigger one (chroma answers until the copy is ready: the same blocks, the
 similarities equal to ~1e-7), brought up to date by this process's own upserts and deletes
 (`apply`), dropped when it deletes by path or switches collection (`invalidate`; another
 process's index run reaches us as a reopen), and made again on the next query. Only for a store
