@@ -31,8 +31,8 @@ from reme_agent.recall.candidates import BlockHit, hybrid_candidates, vector_wan
 from reme_agent.recall.evidence import QueryEvidence, extra_block_ids, gather
 from reme_agent.recall.expand import MAX_DEPTH, expand_links
 from reme_agent.recall.factors import (
+    FACTOR_NAMES,
     FactorContext,
-    combine,
     node_factors,
     seed_communities,
 )
@@ -433,12 +433,22 @@ def _factored(vault: Vault, hits: list[BlockHit], evidence: QueryEvidence,
         last_hits=vault.signals.last_hits() if opts.use_recency else None,
         evidence=evidence, tokens=tokens, freshness=freshness, warnings=warnings,
         archived=archived_now(vault))
-    per_path: dict[str, dict[str, float]] = {}
+    # Per note once: its factors (in `combine`'s order), whether the query's evidence boosts
+    # it, its tier. Per hit only the arithmetic, as `combine(evidence.boosted(...))` does it.
+    per_path: dict[str, tuple[dict[str, float], tuple[float, ...], bool, int]] = {}
+    with_evidence = evidence.names.keys() | evidence.relations.keys() | evidence.neighbours.keys()
     for hit in hits:
-        f = per_path.get(hit.path)
-        if f is None:
-            f = per_path[hit.path] = node_factors(ctx, hit.path)
+        path = hit.path
+        known = per_path.get(path)
+        if known is None:
+            f = node_factors(ctx, path)
+            known = per_path[path] = (f, tuple(f.get(n, 1.0) for n in FACTOR_NAMES),
+                                      path in with_evidence, -evidence.tier(path))
+        f, multipliers, boosted, _ = known
         hit.factors = f
-        hit.score = combine(evidence.boosted(hit, opts), f)
-    hits.sort(key=lambda h: (-evidence.tier(h.path), -h.score, h.path, h.start_line))
+        score = evidence.boosted(hit, opts) if boosted else hit.base
+        for m in multipliers:
+            score *= m
+        hit.score = score
+    hits.sort(key=lambda h: (per_path[h.path][3], -h.score, h.path, h.start_line))
     return hits, ctx
