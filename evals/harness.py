@@ -256,8 +256,9 @@ def ranked_union(vault: Any, query: str, options: Any, include_archived: bool,
     """
     from reme_agent.recall.search import _ranked
 
-    hits, _ = _ranked(vault, query, options, include_archived=include_archived, prefix=None,
-                      layers=None, query_rewrite=None, now=now, candidates=options.candidates)
+    hits, _, _ = _ranked(vault, query, options, include_archived=include_archived,
+                         prefix=None, layers=None, query_rewrite=None, now=now,
+                         candidates=options.candidates)
     return hits
 
 

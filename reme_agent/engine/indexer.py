@@ -189,7 +189,7 @@ class Indexer:
     def load(self) -> None:
         """Load BM25 and the graph: from the snapshot plus the files changed since, or else
         rebuilt from the saved state (no parsing, no embedding either way)."""
-        generation = self.state.generation()
+        generation = self.state.generation(fresh=True)
         moved = self._generation >= 0 and generation != self._generation
         # Another process indexed: follow the collection it published (a full rebuild makes a
         # new one) and drop chroma's per-process caches of the embedded store.
@@ -289,7 +289,7 @@ class Indexer:
         lock so a concurrent run in this or another process cannot interleave.
         """
         with self._index_lock():
-            if not self._loaded or self.state.generation() != self._generation:
+            if not self._loaded or self.state.generation(fresh=True) != self._generation:
                 return False
             graph_changes = self.graph.changes()
             if not (force or graph_changes is None or self._snapshot_due()):
@@ -342,7 +342,7 @@ class Indexer:
         only = None if paths is None else list(paths)
         self._bars = progress or (auto(self.progress) if only is None else SILENT)
         with self._index_lock():
-            if not self._loaded or self.state.generation() != self._generation:
+            if not self._loaded or self.state.generation(fresh=True) != self._generation:
                 self.load()
             try:
                 report = self._run_full() if full else self._run_locked(False, only)

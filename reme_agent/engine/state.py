@@ -81,6 +81,7 @@ class IndexState:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._lock = threading.RLock()
+        self._pin = threading.local()   # generation() read once per pinned() span, per thread
         try:
             self._open()
         except sqlite3.DatabaseError as exc:
@@ -143,14 +144,39 @@ class IndexState:
         with self._lock, self._db:
             self._db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", values.items())
 
-    def generation(self) -> int:
-        """Bumped on every committed index run, so other processes can notice changes."""
+    def generation(self, *, fresh: bool = False) -> int:
+        """Bumped on every committed index run, so other processes can notice changes.
+        `fresh`: the committed value even inside `pinned()` (what an index run must see)."""
+        pin = self._pin
+        if not fresh and getattr(pin, "depth", 0):
+            if pin.value is None:
+                pin.value = int(self.get_meta("generation") or 0)
+            return pin.value
         return int(self.get_meta("generation") or 0)
 
     def bump_generation(self) -> int:
-        gen = self.generation() + 1
+        pin = self._pin
+        gen = self.generation(fresh=True) + 1
         self.set_meta("generation", str(gen))
+        if getattr(pin, "depth", 0):
+            pin.value = gen
         return gen
+
+    @contextmanager
+    def pinned(self) -> Iterator[None]:
+        """Within it (on this thread), `generation()` is read once: a search asks it from
+        ~14 places (row cache, node catalog, freshness, names), one SQL read each. A bump
+        made here (a search re-indexing a changed note) is seen at once; one made by another
+        thread or process is seen by the next span, as if this one had run just before it."""
+        pin = self._pin
+        depth = getattr(pin, "depth", 0)
+        if not depth:
+            pin.value = None
+        pin.depth = depth + 1
+        try:
+            yield
+        finally:
+            pin.depth = depth
 
     @contextmanager
     def reading(self) -> Iterator[None]:

@@ -3,7 +3,8 @@
 The projections follow the files only when something indexes them (the watcher, a tool
 write, `reme-agent index`). A note deleted or edited by hand in between would otherwise come
 back from search: gone, or with its old chunk text. So before answering, search stats the
-files of its candidates (one `os.stat` each) and compares size + mtime with the index state:
+files of the notes it shows (one `os.stat` each; all its candidates only once one of those
+changed) and compares size + mtime with the index state:
 - changed or deleted files are re-indexed, path-limited (`Vault.refresh`), and the search
   runs again on the fresh projections;
 - if that re-index fails (another process holds the index lock, a read-only vault, a vector

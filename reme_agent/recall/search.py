@@ -31,8 +31,8 @@ from reme_agent.recall.candidates import BlockHit, hybrid_candidates, vector_wan
 from reme_agent.recall.evidence import QueryEvidence, extra_block_ids, gather
 from reme_agent.recall.expand import MAX_DEPTH, expand_links
 from reme_agent.recall.factors import (
+    FACTOR_NAMES,
     FactorContext,
-    combine,
     node_factors,
     seed_communities,
 )
@@ -148,10 +148,21 @@ def rank_blocks(vault: Vault, query: str, *, limit: int = 10,
     """Blocks ranked by the final score (every factor applied, no grouping), best first."""
     _check_query(query, limit)
     opts = options or vault.settings.search
-    hits, _ = _ranked(vault, query, opts, include_archived=include_archived, prefix=prefix,
-                      layers=layers, query_rewrite=query_rewrite, now=now,
-                      candidates=max(opts.candidates, limit))
-    return hits[:limit]
+    freshness = IndexFreshness()
+    for attempt in range(2):
+        hits, _, held_back = _ranked(vault, query, opts, include_archived=include_archived,
+                                     prefix=prefix, layers=layers, query_rewrite=query_rewrite,
+                                     now=now, candidates=max(opts.candidates, limit),
+                                     freshness=freshness)
+        shown = hits[:limit]
+        verdict = _verify(vault, [h.path for h in shown], [h.path for h in hits], held_back,
+                          freshness, retry=attempt == 0)
+        if verdict is None:
+            continue
+        if verdict:
+            hits = [h for h in hits if h.path not in verdict.gone]
+        return hits[:limit]
+    raise AssertionError("unreachable: the second attempt never retries")
 
 
 def search(vault: Vault, query: str, *, limit: int = 10, include_archived: bool = False,
@@ -160,6 +171,18 @@ def search(vault: Vault, query: str, *, limit: int = 10, include_archived: bool 
            layers: list[str] | None = None, options: SearchSettings | None = None,
            log_access: bool = True, now: datetime | None = None) -> SearchResponse:
     """Node-level search with signal factors, grouping, expansion and the access log."""
+    with vault.state.pinned():   # one index generation read per search
+        return _search(vault, query, limit=limit, include_archived=include_archived,
+                       expand_depth=expand_depth, top_chunks_per_path=top_chunks_per_path,
+                       query_rewrite=query_rewrite, prefix=prefix, layers=layers,
+                       options=options, log_access=log_access, now=now)
+
+
+def _search(vault: Vault, query: str, *, limit: int, include_archived: bool,
+            expand_depth: int | None, top_chunks_per_path: int | None,
+            query_rewrite: str | None, prefix: str | None, layers: list[str] | None,
+            options: SearchSettings | None, log_access: bool,
+            now: datetime | None) -> SearchResponse:
     _check_query(query, limit)
     opts = options or vault.settings.search
     depth = opts.expand_depth if expand_depth is None else expand_depth
@@ -169,23 +192,26 @@ def search(vault: Vault, query: str, *, limit: int = 10, include_archived: bool 
     if per_node < 1:
         raise InvalidArgument(f"top_chunks_per_path must be at least 1, got {per_node}.")
 
-    hits, ctx = _ranked(vault, query, opts, include_archived=include_archived, prefix=prefix,
-                        layers=layers, query_rewrite=query_rewrite, now=now,
-                        candidates=max(opts.candidates, limit * per_node))
-    ev = ctx.evidence
-    with stage("grouping"):
-        scores = {h.block_id: h.score for h in hits}
-        factors = {h.path: h.factors for h in hits}
-        results = group_by_node(hits, scores, factors, ctx.catalog,
-                                top_chunks_per_path=per_node, limit=limit,
-                                block_decay=opts.node_block_decay,
-                                tiers={p: ev.tier(p) for p in factors},
-                                shown=lambda blocks: _snippets(vault, ctx.tokens, blocks,
-                                                               ev.asked))
-        for node in results:
-            node.match = ev.match_of(node.path)
+    freshness = IndexFreshness()
+    for attempt in range(2):
+        hits, ctx, held_back = _ranked(vault, query, opts, include_archived=include_archived,
+                                       prefix=prefix, layers=layers,
+                                       query_rewrite=query_rewrite, now=now,
+                                       candidates=max(opts.candidates, limit * per_node),
+                                       freshness=freshness)
+        results = _grouped(vault, hits, ctx, opts, per_node, limit)
+        verdict = _verify(vault, [n.path for n in results], [h.path for h in hits],
+                          held_back, freshness, retry=attempt == 0)
+        if verdict is None:
+            continue   # re-indexed: rank again on the fresh projections
+        if verdict:    # could not re-index: answer without them
+            hits = [h for h in hits if h.path not in verdict.gone]
+            ctx.evidence.forget(verdict.gone)
+            ctx.warnings.append(verdict.warning)
+            results = _grouped(vault, hits, ctx, opts, per_node, limit)
+        break
     with stage("relevance floor"):
-        mark_weak(vault, results, hits, ctx.tokens, ev, opts, vault.settings.embedder.name)
+        mark_weak(vault, results, hits, ctx.tokens, ctx.evidence, opts, vault.settings.embedder.name)
 
     expansion: list[dict[str, Any]] = []
     if depth and results:
@@ -218,6 +244,23 @@ def search(vault: Vault, query: str, *, limit: int = 10, include_archived: bool 
                               warnings=[*vault.signals.warnings(), *ctx.warnings,
                                         *([hint] if hint else [])],
                               index_freshness=freshness.as_dict())
+
+
+def _grouped(vault: Vault, hits: list[BlockHit], ctx: FactorContext, opts: SearchSettings,
+             per_node: int, limit: int) -> list[NodeResult]:
+    ev = ctx.evidence
+    with stage("grouping"):
+        scores = {h.block_id: h.score for h in hits}
+        factors = {h.path: h.factors for h in hits}
+        results = group_by_node(hits, scores, factors, ctx.catalog,
+                                top_chunks_per_path=per_node, limit=limit,
+                                block_decay=opts.node_block_decay,
+                                tiers={p: ev.tier(p) for p in factors},
+                                shown=lambda blocks: _snippets(vault, ctx.tokens, blocks,
+                                                               ev.asked))
+        for node in results:
+            node.match = ev.match_of(node.path)
+    return results
 
 
 def _snippets(vault: Vault, tokens: list[str], blocks: list[BlockHit],
@@ -286,35 +329,70 @@ def _excluder(vault: Vault, include_archived: bool, *, prefix: str | None,
     return allowed
 
 
+@dataclass
+class _Dropped:
+    """Shown notes whose changed file could not be re-indexed: left out, with a warning."""
+
+    gone: set[str]
+    warning: str
+
+    def __bool__(self) -> bool:
+        return bool(self.gone)
+
+
+def _verify(vault: Vault, shown: list[str], candidates: list[str], held_back: set[str],
+            freshness: IndexFreshness, *, retry: bool) -> _Dropped | None:
+    """Never stale (DESIGN §7), checked where it matters: the files of the notes the answer
+    shows, and of the archived notes the filter held back (a hand edit may have un-archived
+    one), against the index state (one stat each).
+
+    Only what is shown is checked on the way out, not every candidate (~90 notes at 10k:
+    one stat each was the largest stage of a search): a stale candidate that is not shown
+    returns nothing stale. When a shown one is stale, all `candidates` are checked then, and
+    every changed file is re-indexed path-limited in one go (a batch of hand edits costs one
+    re-index, not one per round); None says "rank again". When that fails, or on the second
+    attempt (a file changed again meanwhile), the stale notes are dropped."""
+    check, root = check_for(vault), str(vault.root)
+    with stage("freshness"):
+        stale = check.stale(root, [*shown, *sorted(held_back)])
+        if stale and retry:
+            stale = check.stale(root, [*stale, *candidates])
+    if not stale:
+        return _Dropped(set(), "")
+    if retry:
+        done, warning = refresh_stale(vault, stale)
+        if done:
+            freshness.reindexed += done
+            return None
+    else:
+        warning = (f"{len(stale)} note(s) changed again while searching; left out of the "
+                   "results: " + ", ".join(stale[:5]))
+    freshness.dropped += stale
+    return _Dropped(set(stale), warning or "")
+
+
 def _ranked(vault: Vault, query: str, opts: SearchSettings, *, include_archived: bool,
             prefix: str | None, layers: list[str] | None, query_rewrite: str | None,
-            now: datetime | None, candidates: int) -> tuple[list[BlockHit], FactorContext]:
+            now: datetime | None, candidates: int, freshness: IndexFreshness | None = None
+            ) -> tuple[list[BlockHit], FactorContext, set[str]]:
+    """Every candidate with its factors, best first, and the archived paths held back
+    (unchecked against the files: `_verify` checks what is shown)."""
+    freshness = freshness if freshness is not None else IndexFreshness()
     held_back: set[str] = set()
     allowed = _excluder(vault, include_archived, prefix=prefix, layers=layers,
                         held_back=held_back)
-    strict = bool(prefix or layers)
     vault.ready()
     with stage("tokenize"):
         tokens = tokenize(query)
 
     # An exclusion-only filter (hidden layers, archived) drops few candidates.
-    overfetch = 4.0 if strict else 1.5
-
-    # Never stale (DESIGN §7): a candidate whose file changed or vanished since it was
-    # indexed is re-indexed and the search runs again; if that fails, it is left out. The
-    # archived notes the filter held back are checked too: a hand edit may un-archive one.
-    check = check_for(vault)
-    root = str(vault.root)
-    checked: dict[str, bool] = {}    # candidate path -> stale, stat-ed already
+    overfetch = 4.0 if (prefix or layers) else 1.5
     paths_of = vault.indexer.path_of_block
 
     def while_waiting(block_ids: list[str]) -> None:
         """The keyword side's share of the per-note work, done while the vector side runs:
-        the freshness stat of its notes and their catalog entries (factors read them)."""
-        paths = {p for b in block_ids if (p := paths_of(b))} - checked.keys()
-        with stage("freshness"):
-            stale_now = set(check.stale(root, paths))
-        checked.update((p, p in stale_now) for p in paths)
+        the catalog entries of its notes (factors read them)."""
+        paths = {p for b in block_ids if (p := paths_of(b))}
         with stage("factors"):
             catalog = catalog_for(vault)
             catalog.sync()
@@ -322,45 +400,22 @@ def _ranked(vault: Vault, query: str, opts: SearchSettings, *, include_archived:
             catalog.many(paths)
             catalog.in_degrees(graph, paths, suspended)
 
-    def candidates_of() -> tuple[list[BlockHit], QueryEvidence]:
-        # The vector side starts first: it runs while names, phrases and BM25 are found here.
-        side = (start_vector_side(vault, query_rewrite or query,
-                                  vector_want(candidates, overfetch, True))
-                if opts.vector_weight > 0.0 else None)
-        ev = gather(vault, query, tokens, opts)
-        with stage("names"):
-            extra = [*extra_block_ids(vault, [p for p in ev.paths() if allowed(p)]),
-                     *ev.phrases]
-        found = hybrid_candidates(
-            vault, query, fusion=opts.fusion, vector_weight=opts.vector_weight,
-            rrf_k=opts.rrf_k, candidates=candidates, query_rewrite=query_rewrite,
-            allowed_path=allowed, vector_overfetch=overfetch, tokens=tokens,
-            extra_ids=extra, vector_side=side, while_waiting=while_waiting)
-        return found, ev
-
-    hits, evidence = candidates_of()
-    freshness = IndexFreshness()
-    warnings: list[str] = []
-    with stage("freshness"):
-        paths = list(dict.fromkeys([*(h.path for h in hits), *sorted(held_back)]))
-        stale = [p for p in paths if checked.get(p)]
-        stale += check.stale(root, [p for p in paths if p not in checked])
-    if stale:
-        done, warning = refresh_stale(vault, stale)
-        if done:
-            freshness.reindexed = done
-            # the re-indexed frontmatter may archive or un-archive a note (a hand edit)
-            allowed = _excluder(vault, include_archived, prefix=prefix, layers=layers)
-            checked.clear()
-            hits, evidence = candidates_of()
-        else:
-            gone = set(stale)
-            hits = [h for h in hits if h.path not in gone]
-            evidence.forget(gone)
-            freshness.dropped = stale
-            warnings.append(warning or "")
+    # The vector side starts first: it runs while names, phrases and BM25 are found here.
+    side = (start_vector_side(vault, query_rewrite or query,
+                              vector_want(candidates, overfetch, True))
+            if opts.vector_weight > 0.0 else None)
+    evidence = gather(vault, query, tokens, opts)
+    with stage("names"):
+        extra = [*extra_block_ids(vault, [p for p in evidence.paths() if allowed(p)]),
+                 *evidence.phrases]
+    hits = hybrid_candidates(
+        vault, query, fusion=opts.fusion, vector_weight=opts.vector_weight,
+        rrf_k=opts.rrf_k, candidates=candidates, query_rewrite=query_rewrite,
+        allowed_path=allowed, vector_overfetch=overfetch, tokens=tokens,
+        extra_ids=extra, vector_side=side, while_waiting=while_waiting)
     with stage("factors"):
-        return _factored(vault, hits, evidence, opts, tokens, now, freshness, warnings)
+        hits, ctx = _factored(vault, hits, evidence, opts, tokens, now, freshness, [])
+    return hits, ctx, held_back
 
 
 def _factored(vault: Vault, hits: list[BlockHit], evidence: QueryEvidence,
@@ -378,12 +433,22 @@ def _factored(vault: Vault, hits: list[BlockHit], evidence: QueryEvidence,
         last_hits=vault.signals.last_hits() if opts.use_recency else None,
         evidence=evidence, tokens=tokens, freshness=freshness, warnings=warnings,
         archived=archived_now(vault))
-    per_path: dict[str, dict[str, float]] = {}
+    # Per note once: its factors (in `combine`'s order), whether the query's evidence boosts
+    # it, its tier. Per hit only the arithmetic, as `combine(evidence.boosted(...))` does it.
+    per_path: dict[str, tuple[dict[str, float], tuple[float, ...], bool, int]] = {}
+    with_evidence = evidence.names.keys() | evidence.relations.keys() | evidence.neighbours.keys()
     for hit in hits:
-        f = per_path.get(hit.path)
-        if f is None:
-            f = per_path[hit.path] = node_factors(ctx, hit.path)
+        path = hit.path
+        known = per_path.get(path)
+        if known is None:
+            f = node_factors(ctx, path)
+            known = per_path[path] = (f, tuple(f.get(n, 1.0) for n in FACTOR_NAMES),
+                                      path in with_evidence, -evidence.tier(path))
+        f, multipliers, boosted, _ = known
         hit.factors = f
-        hit.score = combine(evidence.boosted(hit, opts), f)
-    hits.sort(key=lambda h: (-evidence.tier(h.path), -h.score, h.path, h.start_line))
+        score = evidence.boosted(hit, opts) if boosted else hit.base
+        for m in multipliers:
+            score *= m
+        hit.score = score
+    hits.sort(key=lambda h: (per_path[h.path][3], -h.score, h.path, h.start_line))
     return hits, ctx

@@ -27,6 +27,7 @@ from reme_agent.engine.projections.vector import (
     VectorProjection,
     _ef_class,
 )
+from reme_agent.engine.projections.vector_flat import FlatIndex
 from reme_agent.errors import BackendError
 
 DIM = 512   # USE-sized vectors, from the hash embedder
@@ -53,6 +54,7 @@ def _thin(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _answers(vp: VectorProjection, ids: list[str]) -> tuple[list, dict, int, set]:
+    vp.flat = FlatIndex(max_vectors=0)   # chroma's own answers, not the exact copy's
     emb = vp.embedder
     top = [vp.query_embedding(emb.embed_query(q), 20) for q in QUERIES]
     filtered = vp.query_embedding(emb.embed_query("vector"), 5, where={"path": "n3.md"})

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from reme_agent.engine.projections.vector_flat import FlatIndex
 from reme_agent.engine.tokenize import tokenize
 from reme_agent.recall import vector_side
 from reme_agent.recall.candidates import BlockHit, hybrid_candidates
@@ -442,6 +443,11 @@ def test_stage_times_are_exclusive_and_cost_nothing_when_off() -> None:
 def test_a_search_reports_its_stages(gen_vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(vector_side, "INLINE_KINDS", frozenset())
     monkeypatch.setattr(vector_side, "MODE", "ann")
+    with collect() as exact:   # a small store's vectors are scanned in memory, inline
+        search(gen_vault, "vector index latency", log_access=False)
+    assert gen_vault.vector.flat.ready
+    assert "ANN" in exact.seconds and "ANN" not in exact.overlapped
+    monkeypatch.setattr(gen_vault.vector, "flat", FlatIndex(max_vectors=0))  # chroma's ANN
     with collect() as t:
         search(gen_vault, "vector index latency", log_access=False).render()
     assert {"embed query", "BM25", "names", "grouping", "expansion", "rendering",

@@ -78,3 +78,54 @@ def test_new_files_the_index_has_not_seen_are_counted(make_vault: VaultFactory) 
     response = search(vault, QUERY, log_access=False)
     assert response.index_freshness["unindexed_files"] == 1
     assert any("1 note file(s)" in w for w in response.warnings)
+
+
+def _many(n: int) -> dict[str, str]:
+    return {f"knowledge/n{i}/n{i}.md": note(f"Platypus venom spurs, field note {i}: "
+                                            f"{'venom ' * (n - i)}sample {i}.")
+            for i in range(n)}
+
+
+def _spy_stale(vault, monkeypatch) -> list[str]:  # noqa: ANN001
+    from reme_agent.recall.freshness import check_for
+
+    check, seen = check_for(vault), []
+    real = check.stale
+
+    def stale(root: str, paths):  # noqa: ANN001, ANN202
+        paths = list(paths)
+        seen.extend(paths)
+        return real(root, paths)
+    monkeypatch.setattr(check, "stale", stale)
+    return seen
+
+
+def test_when_nothing_changed_only_the_shown_notes_are_stat_ed(
+        make_vault: VaultFactory, monkeypatch: object) -> None:
+    vault = make_vault(_many(12))
+    seen = _spy_stale(vault, monkeypatch)
+    response = search(vault, QUERY, limit=2, expand_depth=0, log_access=False)
+    shown = {n.path for n in response.results}
+    assert len(shown) == 2
+    assert set(seen) == shown      # not the other ten candidates
+
+
+def test_hand_edits_among_the_candidates_are_reindexed_in_one_go(
+        make_vault: VaultFactory, monkeypatch: object) -> None:
+    vault = make_vault(_many(8))
+    first = search(vault, QUERY, limit=1, expand_depth=0, log_access=False).results[0].path
+    edited = sorted({first, "knowledge/n5/n5.md", "knowledge/n6/n6.md"})
+    for rel in edited:
+        file = vault.root / rel
+        file.write_text(note(f"Platypus venom spurs, rewritten by hand in {rel}."),
+                        encoding="utf-8")
+        _bump(file)
+    refreshed: list[list[str]] = []
+    real = vault.refresh
+    monkeypatch.setattr(vault, "refresh",  # type: ignore[attr-defined]
+                        lambda paths: (refreshed.append(sorted(paths)), real(paths))[1])
+    response = search(vault, QUERY, limit=1, expand_depth=0, log_access=False)
+    assert refreshed == [edited]   # the shown note was stale: every changed candidate, once
+    assert sorted(response.index_freshness["reindexed"]) == edited
+    assert all("rewritten by hand" in c.text for n in response.results for c in n.chunks
+               if n.path in edited)

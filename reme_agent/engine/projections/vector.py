@@ -65,6 +65,7 @@ from reme_agent.engine.embedders import Embedder, make_embedder
 from reme_agent.engine.locks import flock_until
 from reme_agent.engine.projections import chroma_rust
 from reme_agent.engine.projections.vector_cache import DEFAULT_CACHE_BYTES, VectorCache
+from reme_agent.engine.projections.vector_flat import INLINE_COPY_MAX, FlatIndex
 from reme_agent.errors import BackendError, ConfigError, ReMeError
 
 __all__ = ["EF_NAME", "STORE_LOCK_TIMEOUT", "VectorProjection", "http_client"]
@@ -388,6 +389,11 @@ class VectorProjection:
         self.embedder = embedder
         # stored vectors by block id, for recall's keyword-only candidates (vector_cache.py)
         self.cache = VectorCache(cache_bytes)
+        # a small collection's vectors as one matrix, scanned exactly (vector_flat.py)
+        self.flat = FlatIndex()
+        self._threads: list[threading.Thread] = []
+        self._asked = 0   # queries that found no exact copy ready
+        self._threads_lock = threading.Lock()
         self.base_name = f"{prefix}-{embedder.id}"
         self.current_name = current_name
         published = current_name() if current_name is not None else None
@@ -433,7 +439,10 @@ class VectorProjection:
         database"). Idempotent; the projection must not be used afterwards.
         """
         if self._owns_client:
-            with self._cond:   # let a call in flight (a `warm` load) finish first
+            self.flat.invalidate()   # a copy in flight stops at its next page
+            for thread in self._background():
+                thread.join()        # a `warm` load or a copy, which call chroma repeatedly
+            with self._cond:   # let a call in flight finish first
                 while self._active:
                     self._cond.wait()
             self._release_local()
@@ -449,9 +458,77 @@ class VectorProjection:
             except Exception as exc:  # the next call raises it again, with context
                 log.debug("warming the vector index failed: %s", exc)
 
-        # Not a daemon: a process that exits before its first search waits for the load
-        # instead of tearing the interpreter down under chroma's native code.
-        threading.Thread(target=load, name="reme-warm-vectors").start()
+        self._spawn(load, "reme-warm-vectors")
+
+    def _spawn(self, target: Callable[[], None], name: str) -> None:
+        """Start a background reader that `close` waits for. Not a daemon: a process that
+        exits before its first search waits for it instead of tearing the interpreter down
+        under chroma's native code."""
+        thread = threading.Thread(target=target, name=name)
+        with self._threads_lock:
+            self._threads = [t for t in self._threads if t.is_alive()]
+            self._threads.append(thread)
+        thread.start()
+
+    def _background(self) -> list[threading.Thread]:
+        with self._threads_lock:
+            return [t for t in self._threads if t is not threading.current_thread()]
+
+    def _forget_copies(self) -> None:
+        """The collection changed or was switched: drop what this process copied of it."""
+        self.cache.clear()
+        self.flat.invalidate()
+
+    def _flat_wanted(self) -> bool:
+        """A store this process opened (a server's collection has writers we cannot follow),
+        with no exact copy ready or building."""
+        return self._owns_client and self.flat.wanted()
+
+    def _build_flat(self) -> None:
+        """Copy the collection into `flat` if it is small (errors: chroma answers instead)."""
+        def read(offset: int, limit: int) -> tuple[list[str], Any]:
+            got = self._call("get", limit=limit, offset=offset, include=["embeddings"])
+            ids = list(got.get("ids") or [])
+            vecs = got.get("embeddings")
+            return ids, (vecs if vecs is not None else [])
+        try:
+            self.flat.build(self.count, read)
+        except Exception as exc:  # a copy only: the next query asks chroma
+            log.debug("copying the vectors for an exact scan failed: %s", exc)
+
+    def _follow_write(self, ids: list[str]) -> None:
+        """Bring the exact copy (if any) up to date with an upsert that landed: the vectors
+        are read back, as chroma stores them (its cosine index re-normalises them, so what
+        was sent can differ in the last bit)."""
+        if not self.flat.ready:
+            self.flat.invalidate()   # a copy in flight predates the write
+            return
+        try:
+            got: dict[str, np.ndarray] = {}
+            for s in range(0, len(ids), self._max_batch):
+                page = self._call("get", ids=ids[s:s + self._max_batch], include=["embeddings"])
+                got.update(zip(page.get("ids") or [],
+                               np.asarray(page.get("embeddings"), dtype=np.float32),
+                               strict=True))
+            order = [i for i in dict.fromkeys(ids) if i in got]
+            self.flat.apply(upserted=order, vecs=np.stack([got[i] for i in order])
+                            if order else None)
+        except Exception as exc:  # a copy only: copy it again
+            log.debug("following a write in the exact copy failed: %s", exc)
+            self.flat.invalidate()
+
+    def _start_flat(self) -> None:
+        """Copy the collection for exact scans: right here when that is quick (then every
+        query of a small store is answered one way), else on a background thread from the
+        second query on (a one-shot `reme-agent search` would pay ~50 us a vector for
+        nothing, beside its only query)."""
+        if not self._flat_wanted():
+            return
+        self._asked += 1
+        if self.count() <= INLINE_COPY_MAX:
+            self._build_flat()
+        elif self._asked >= 2:
+            self._spawn(self._build_flat, "reme-flat-vectors")
 
     def reopen(self) -> None:
         """Drop this process's chroma state for the embedded store and open it afresh.
@@ -613,7 +690,7 @@ class VectorProjection:
 
     def _attach(self, client: Any) -> None:
         """Use ``client``: read its batch limit and open our collection in it."""
-        self.cache.clear()
+        self._forget_copies()
         self._client = client
         try:
             with self._backend("get_max_batch_size"):
@@ -770,15 +847,20 @@ class VectorProjection:
         return col
 
     def _write(self, ids: list[str], vecs: np.ndarray, docs: list[str], metas: list) -> None:
-        for s in range(0, len(ids), self._max_batch):
-            e = s + self._max_batch
-            self._call(
-                "upsert",
-                ids=ids[s:e],
-                embeddings=vecs[s:e],
-                documents=docs[s:e],
-                metadatas=metas[s:e] if any(m is not None for m in metas[s:e]) else None,
-            )
+        try:
+            for s in range(0, len(ids), self._max_batch):
+                e = s + self._max_batch
+                self._call(
+                    "upsert",
+                    ids=ids[s:e],
+                    embeddings=vecs[s:e],
+                    documents=docs[s:e],
+                    metadatas=metas[s:e] if any(m is not None for m in metas[s:e]) else None,
+                )
+        except BaseException:
+            self.flat.invalidate()   # what landed is unknown: copy it again
+            raise
+        self._follow_write(ids)
 
     # --- writes -----------------------------------------------------------------------------
 
@@ -851,13 +933,21 @@ class VectorProjection:
         ids = list(dict.fromkeys(ids))
         self.cache.discard(ids)
         with self._lock:
-            for s in range(0, len(ids), self._max_batch):
-                self._call("delete", ids=ids[s : s + self._max_batch])
+            try:
+                for s in range(0, len(ids), self._max_batch):
+                    self._call("delete", ids=ids[s : s + self._max_batch])
+            except BaseException:
+                self.flat.invalidate()
+                raise
+            self.flat.apply(deleted=ids)
 
     def delete_where_path(self, path: str) -> None:
         """Delete every block whose metadata ``path`` equals ``path`` (a vanished note)."""
         with self._lock:
-            self._call("delete", where={"path": path})
+            try:
+                self._call("delete", where={"path": path})
+            finally:
+                self.flat.invalidate()
 
     def reset(self) -> None:
         """Drop the collection and create it empty (readers using it fail: the indexer's
@@ -865,7 +955,7 @@ class VectorProjection:
         with self._lock, self._store_turn():
             with self._backend("reset"), _missing_ok():
                 self._client.delete_collection(self.name)
-            self.cache.clear()
+            self._forget_copies()
             self._col = self._open()
 
     # --- generations (full rebuilds) ---------------------------------------------------------
@@ -893,7 +983,7 @@ class VectorProjection:
                         self._cond.wait()
                     self._reopening = True
                 try:
-                    self.cache.clear()
+                    self._forget_copies()
                     self._col = self._open_published()
                 finally:
                     with self._cond:
@@ -928,7 +1018,7 @@ class VectorProjection:
         with self._lock:
             old, self.name = self.name, name
             try:
-                self.cache.clear()
+                self._forget_copies()
                 self._col = self._open()
             except BaseException:
                 self.name = old
@@ -965,6 +1055,13 @@ class VectorProjection:
         q = np.asarray(vec, dtype=np.float32).reshape(1, -1)
         if q.shape[1] != int(self.embedder.dim):
             raise ValueError(f"query vector has dim {q.shape[1]}, expected {self.embedder.dim}")
+        if not where:
+            exact = self.flat.query(q, int(k))
+            if exact is None:
+                self._start_flat()   # a small store: copied right here, then scanned
+                exact = self.flat.query(q, int(k))
+            if exact is not None:
+                return exact
         res = self._call(
             "query",
             query_embeddings=q, n_results=int(k), where=where or None, include=["distances"],
@@ -980,6 +1077,9 @@ class VectorProjection:
         Vectors this process read before come from `cache` (`vector_cache.py`), the rest
         from chroma (then cached). Treat them as read-only.
         """
+        copied = self.flat.vectors(ids)
+        if copied is not None:
+            return copied
         out, ids = self.cache.get_many(dict.fromkeys(ids))
         for s in range(0, len(ids), self._max_batch):
             got = self._call("get", ids=ids[s : s + self._max_batch],
