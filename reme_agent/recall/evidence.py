@@ -157,7 +157,6 @@ def _relations(vault: Vault, ev: QueryEvidence, subjects: dict[str, NameMatch],
 def extra_block_ids(vault: Vault, paths: list[str]) -> list[str]:
     """Block ids of these notes (each capped), for the candidate union."""
     out: list[str] = []
-    rows = rows_for(vault)
-    for path in paths:
-        out += rows.block_ids(path)[:MAX_BLOCKS_PER_NOTE]
+    for ids in rows_for(vault).block_ids_many(paths).values():
+        out += ids[:MAX_BLOCKS_PER_NOTE]
     return out

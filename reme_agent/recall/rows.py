@@ -72,6 +72,29 @@ class BlockRows:
             out.update(fetched)
         return out
 
+    def block_ids_many(self, paths: Iterable[str]) -> dict[str, list[str]]:
+        """`block_ids` of each path, the ones not cached read in one query."""
+        paths = list(dict.fromkeys(paths))
+        out: dict[str, list[str]] = {}
+        with self._lock:
+            gen = self._generation
+            for path in paths:
+                ids = self._ids.get(path)
+                if ids is not None:
+                    self._ids.move_to_end(path)
+                    out[path] = ids
+        missing = [p for p in paths if p not in out]
+        if missing:
+            read = self.state.block_ids_of(missing)
+            fetched = {p: read.get(p, []) for p in missing}
+            with self._lock:
+                if gen == self._generation:
+                    self._ids.update(fetched)
+                    while len(self._ids) > MAX_PATHS:
+                        self._ids.popitem(last=False)
+            out.update(fetched)
+        return {p: out[p] for p in paths}
+
     def block_ids(self, path: str) -> list[str]:
         """The note's block ids, in `IndexState.block_ids` order (treat as read-only)."""
         with self._lock:

@@ -175,6 +175,10 @@ def test_rows_follow_the_index_generation(gen_vault: Vault, tmp_path: Path) -> N
     moved = [b for b in ids if b in after and after[b].start_line != before[b].start_line]
     assert moved and after == vault.state.blocks_by_id(ids)
     assert rows_for(vault).block_ids(path) == vault.state.block_ids(path)
+    every = sorted(vault.state.files())
+    many = rows_for(vault).block_ids_many([*every, "knowledge/none/none.md"])
+    assert many == {p: vault.state.block_ids(p) for p in [*every, "knowledge/none/none.md"]}
+    assert vault.state.block_ids_of(every) == {p: vault.state.block_ids(p) for p in every}
     vault.close()
 
 
