@@ -15,7 +15,8 @@ Each entry names the result node it hangs off (`seed`) and the node it was reach
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import heapq
+from collections.abc import Callable, Iterator
 from itertools import zip_longest
 from typing import Any
 
@@ -35,6 +36,7 @@ def expand_links(graph: Any, seeds: list[str], catalog: NodeCatalog, *, depth: i
         return []
     seen = set(seeds)
     out: list[dict[str, Any]] = []
+    bound: dict[str, int] = {}   # inbound edges: an upper bound of the ranked degree
     frontier = [(s, s) for s in dict.fromkeys(seeds)]
 
     def allowed(node: str) -> bool:
@@ -47,8 +49,7 @@ def expand_links(graph: Any, seeds: list[str], catalog: NodeCatalog, *, depth: i
         if len(nodes) <= per_direction:
             return sorted(o for o in nodes if allowed(o))
         kept: list[str] = []
-        degree = catalog.in_degrees(graph, nodes, suspended)
-        for o in sorted(nodes, key=lambda o: (-degree[o], o)):
+        for o in _by_degree(graph, nodes, catalog, suspended, per_direction + 1, bound):
             if allowed(o):
                 kept.append(o)
                 if len(kept) > per_direction:
@@ -67,8 +68,9 @@ def expand_links(graph: Any, seeds: list[str], catalog: NodeCatalog, *, depth: i
                     if other not in predicates or predicates[other] is None:
                         predicates[other] = predicate
                 found.append((node, seed, direction, predicates))
-        if suspended is not None:   # the archived check of the whole hop in one lookup
-            suspended.prefetch(o for *_, predicates in found for o in predicates)
+        if suspended is not None:
+            _prefetch_hop([p for *_, p in found], graph, catalog, suspended, per_direction,
+                          bound)
         queues: list[list[tuple[str, str | None, str, str, str]]] = []
         for node, seed, direction, predicates in found:
             fresh = pick(list(predicates))
@@ -94,3 +96,51 @@ def expand_links(graph: Any, seeds: list[str], catalog: NodeCatalog, *, depth: i
         if not frontier:
             break
     return out
+
+
+def _prefetch_hop(lists: list[dict[str, str | None]], graph: Any, catalog: NodeCatalog,
+                  suspended: Any, per_direction: int, bound: dict[str, int]) -> None:
+    """The archived status a hop is sure to need, in one lookup: every node of the short
+    lists (each is asked), the first `per_direction + 1` of each longer list by their
+    bound (inbound edges), and (one more) the linkers that rank those."""
+    short: list[str] = []
+    heads: list[str] = []
+    for nodes in lists:
+        if len(nodes) <= per_direction:
+            short.extend(nodes)
+            continue
+        for o in nodes:
+            if o not in bound:
+                bound[o] = graph.in_edges(o)
+        heads.extend(heapq.nsmallest(per_direction + 1, nodes, key=lambda o: (-bound[o], o)))
+    suspended.prefetch([*short, *heads])
+    if heads:
+        catalog.in_degrees(graph, heads, suspended)
+
+
+def _by_degree(graph: Any, nodes: list[str], catalog: NodeCatalog, suspended: Any,
+               batch: int, bound: dict[str, int]) -> Iterator[str]:
+    """`nodes` by (-in-degree without `suspended` linkers, name), computed lazily.
+
+    A hub has thousands of neighbours and the caller needs the first few allowed ones: the
+    inbound edge count (no status lookup) bounds the live degree from above, so nodes are taken by
+    that bound and their live degree (linkers' archived status: SQLite reads) is computed
+    `batch` at a time, only for those the bound cannot rule out. A node comes out once its
+    live degree is no lower than every other node's bound: the order of ranking them all.
+    """
+    if suspended is None:   # no suspended links: the raw degree is the live one
+        degree = catalog.in_degrees(graph, nodes, None)
+        yield from sorted(nodes, key=lambda o: (-degree[o], o))
+        return
+    heap = [(-(bound[o] if o in bound else graph.in_edges(o)), o, False) for o in nodes]
+    heapq.heapify(heap)
+    while heap:
+        if heap[0][2]:
+            yield heapq.heappop(heap)[1]
+            continue
+        todo: list[str] = []
+        while heap and not heap[0][2] and len(todo) < batch:
+            todo.append(heapq.heappop(heap)[1])
+        suspended.prefetch(todo)   # their own status too: `allowed` asks it next
+        for o, d in catalog.in_degrees(graph, todo, suspended).items():
+            heapq.heappush(heap, (-d, o, True))
