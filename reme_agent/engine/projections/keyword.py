@@ -35,6 +35,7 @@ import threading
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TypeVar
 
 import numpy as np
 
@@ -52,10 +53,18 @@ _GEN_SHIFT = _TF_BITS + _SLOT_BITS
 _GEN_MASK = (1 << 23) - 1  # keeps packed values positive int64
 _MAX_SLOTS = 1 << _SLOT_BITS
 _EMPTY = np.zeros(0, dtype=np.int64)
+_T = TypeVar("_T")
 _NONE, _IN_BASE, _IN_POOL = 0, 1, 2   # where a slot's terms live (`_doc_src`)
 _POOL_MIN_GARBAGE = 1 << 16            # pool entries of removed documents before compacting
+_MEMO = 2                              # queries whose scores are kept (terms as asked, and
+                                       # distinct: a query with a repeated word needs both)
 _HEAD_KEPT = 512                       # slots of a ranking's head kept for the next one
 _PHRASE_SCAN = 1024                    # best-scored documents checked for a phrase's terms
+
+
+def _last(items: list[_T], n: int) -> list[_T]:
+    """The last ``n`` items (none for ``n`` <= 0)."""
+    return items[len(items) - n:] if n > 0 else []
 
 
 def _grow(a: np.ndarray, n: int) -> np.ndarray:
@@ -119,11 +128,11 @@ class KeywordProjection:
         self._total_len = 0
         # cached idf (per term id), None when a write made it stale
         self._idf: np.ndarray | None = None
-        # the last query's dense scores, keyed by (its terms, _version)
-        self._dense_memo: tuple[tuple[tuple[str, ...], int],
-                                tuple[np.ndarray, np.ndarray]] | None = None
-        # the head of the last ranking: (dense, matched, first slots by score; see `_head`)
-        self._head_memo: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        # the last `_MEMO` queries' dense scores, keyed by (their terms, _version), newest last
+        self._dense_memo: list[tuple[tuple[tuple[str, ...], int],
+                                     tuple[np.ndarray, np.ndarray]]] = []
+        # the heads of the last `_MEMO` rankings: (dense, matched, first slots; see `_head`)
+        self._head_memo: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         # the last query's coverage weights, keyed by (its terms, _version)
         self._coverage_memo: tuple[tuple[tuple[str, ...], int],
                                    tuple[float, dict[int, float]]] | None = None
@@ -362,12 +371,13 @@ class KeywordProjection:
         search (PERF-5). Free slots score 0.
         """
         key = (tuple(tokens), self._version)
-        if self._dense_memo is not None and self._dense_memo[0] == key:
-            return self._dense_memo[1]   # a search scores the same terms for its phrase too
+        for seen, out in self._dense_memo:
+            if seen == key:
+                return out   # a search scores the same terms for its phrase too
         out = self._dense_uncached(tokens)
         for part in out:
             part.flags.writeable = False   # shared by the memo
-        self._dense_memo = (key, out)
+        self._dense_memo = [*_last(self._dense_memo, _MEMO - 1), (key, out)]
         return out
 
     def _dense_uncached(self, tokens: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -450,13 +460,14 @@ class KeywordProjection:
         """The first ``take`` slots of ``matched`` by (score descending, slot).
 
         A search ranks the same scores twice (its BM25 candidates, then the documents
-        holding its phrase): the head of the last (scores, matches) pair is kept, at least
-        `_HEAD_KEPT` long, so the second ranking costs no partition of 10⁵ scores.
+        holding its phrase): the heads of the last `_MEMO` (scores, matches) pairs are
+        kept, at least `_HEAD_KEPT` long, so the second ranking costs no partition of 10⁵
+        scores.
         """
-        memo = self._head_memo
-        if memo is not None and memo[0] is dense and memo[1] is matched \
-                and (take <= len(memo[2]) or len(memo[2]) == len(matched)):
-            return memo[2][:take]
+        for memo in self._head_memo:
+            if memo[0] is dense and memo[1] is matched \
+                    and (take <= len(memo[2]) or len(memo[2]) == len(matched)):
+                return memo[2][:take]
         want = max(take, _HEAD_KEPT)
         if len(matched) > want:
             scores = dense[matched]
@@ -466,7 +477,7 @@ class KeywordProjection:
         else:
             head = matched
         head = head[np.lexsort((head, -dense[head]))][:want]
-        self._head_memo = (dense, matched, head)
+        self._head_memo = [*_last(self._head_memo, _MEMO - 1), (dense, matched, head)]
         return head[:take]
 
     def scores(self, tokens: list[str]) -> dict[str, float]:
