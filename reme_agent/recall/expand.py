@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterator
-from itertools import zip_longest
 from typing import Any
 
 from reme_agent.recall.group import NodeCatalog
 
 MAX_DEPTH = 3
+_BATCH = 4   # a hub's neighbours whose live in-degree is counted together
 
 
 def expand_links(graph: Any, seeds: list[str], catalog: NodeCatalog, *, depth: int,
@@ -42,19 +42,40 @@ def expand_links(graph: Any, seeds: list[str], catalog: NodeCatalog, *, depth: i
     def allowed(node: str) -> bool:
         return not graph.is_dangling(node) and not (exclude and exclude(node))
 
-    def pick(nodes: list[str]) -> list[str]:
-        """The allowed nodes, by name; most linked-to first when more than the cap are
-        allowed (only then is the in-degree needed, and `allowed` is asked in that order
-        until the cap is passed, not for every neighbour of a hub)."""
+    def bound_of(o: str) -> int:
+        if o not in bound:
+            bound[o] = graph.in_edges(o)
+        return bound[o]
+
+    def heads(nodes: list[str]) -> list[str]:
+        """The `per_direction + 1` nodes with the highest bound: enough to tell, in the
+        usual case, that more than the cap are allowed."""
+        return heapq.nsmallest(per_direction + 1, nodes, key=lambda o: (-bound_of(o), o))
+
+    def pick(nodes: list[str]) -> Iterator[str]:
+        """The allowed nodes, by name; most linked-to first (at most the cap) when more
+        than the cap are allowed. Lazy: the round-robin below takes one or two from most
+        lists, so a hub's neighbours are ranked only as far as they are taken."""
         if len(nodes) <= per_direction:
-            return sorted(o for o in nodes if allowed(o))
-        kept: list[str] = []
-        for o in _by_degree(graph, nodes, catalog, suspended, per_direction + 1, bound):
+            yield from sorted(o for o in nodes if allowed(o))
+            return
+        many = False
+        for group in (heads(nodes), nodes):
+            if suspended is not None:
+                suspended.prefetch(group)
+            many = sum(1 for o in group if allowed(o)) > per_direction
+            if many:
+                break
+        if not many:
+            yield from sorted(o for o in nodes if allowed(o))
+            return
+        given = 0
+        for o in _by_degree(graph, nodes, catalog, suspended, _BATCH, bound_of):
             if allowed(o):
-                kept.append(o)
-                if len(kept) > per_direction:
-                    return kept[:per_direction]
-        return sorted(kept)
+                yield o
+                given += 1
+                if given >= per_direction:
+                    return
 
     for hop in range(1, depth + 1):
         found: list[tuple[str, str, str, dict[str, str | None]]] = []
@@ -68,20 +89,27 @@ def expand_links(graph: Any, seeds: list[str], catalog: NodeCatalog, *, depth: i
                     if other not in predicates or predicates[other] is None:
                         predicates[other] = predicate
                 found.append((node, seed, direction, predicates))
-        if suspended is not None:
-            _prefetch_hop([p for *_, p in found], graph, catalog, suspended, per_direction,
-                          bound)
-        queues: list[list[tuple[str, str | None, str, str, str]]] = []
-        for node, seed, direction, predicates in found:
-            fresh = pick(list(predicates))
-            queues.append([(o, predicates[o], direction, node, seed) for o in fresh])
+        if suspended is not None:   # the archived status the hop surely needs, one lookup
+            suspended.prefetch(o for *_, p in found
+                               for o in (p if len(p) <= per_direction else heads(list(p))))
+        # Round-robin over the lists (in result order), the i-th of each list in round i,
+        # until the budget is spent.
+        live = [(pick(list(p)), p, direction, node, seed) for node, seed, direction, p in found]
         taken: list[tuple[str, str | None, str, str, str]] = []
-        for row in zip_longest(*queues):
-            for item in row:
-                if item is None or item[0] in seen or len(out) + len(taken) >= budget:
+        while live and len(out) + len(taken) < budget:
+            still = []
+            for queue in live:
+                if len(out) + len(taken) >= budget:
+                    break
+                other = next(queue[0], None)
+                if other is None:
                     continue
-                seen.add(item[0])
-                taken.append(item)
+                still.append(queue)
+                if other not in seen:
+                    _, predicates, direction, node, seed = queue
+                    seen.add(other)
+                    taken.append((other, predicates[other], direction, node, seed))
+            live = still
         infos = catalog.many(item[0] for item in taken)   # one read for the hop
         nxt: list[tuple[str, str]] = []
         for other, predicate, direction, via, seed in taken:
@@ -98,28 +126,8 @@ def expand_links(graph: Any, seeds: list[str], catalog: NodeCatalog, *, depth: i
     return out
 
 
-def _prefetch_hop(lists: list[dict[str, str | None]], graph: Any, catalog: NodeCatalog,
-                  suspended: Any, per_direction: int, bound: dict[str, int]) -> None:
-    """The archived status a hop is sure to need, in one lookup: every node of the short
-    lists (each is asked), the first `per_direction + 1` of each longer list by their
-    bound (inbound edges), and (one more) the linkers that rank those."""
-    short: list[str] = []
-    heads: list[str] = []
-    for nodes in lists:
-        if len(nodes) <= per_direction:
-            short.extend(nodes)
-            continue
-        for o in nodes:
-            if o not in bound:
-                bound[o] = graph.in_edges(o)
-        heads.extend(heapq.nsmallest(per_direction + 1, nodes, key=lambda o: (-bound[o], o)))
-    suspended.prefetch([*short, *heads])
-    if heads:
-        catalog.in_degrees(graph, heads, suspended)
-
-
 def _by_degree(graph: Any, nodes: list[str], catalog: NodeCatalog, suspended: Any,
-               batch: int, bound: dict[str, int]) -> Iterator[str]:
+               batch: int, bound: Callable[[str], int]) -> Iterator[str]:
     """`nodes` by (-in-degree without `suspended` linkers, name), computed lazily.
 
     A hub has thousands of neighbours and the caller needs the first few allowed ones: the
@@ -132,7 +140,7 @@ def _by_degree(graph: Any, nodes: list[str], catalog: NodeCatalog, suspended: An
         degree = catalog.in_degrees(graph, nodes, None)
         yield from sorted(nodes, key=lambda o: (-degree[o], o))
         return
-    heap = [(-(bound[o] if o in bound else graph.in_edges(o)), o, False) for o in nodes]
+    heap = [(-bound(o), o, False) for o in nodes]
     heapq.heapify(heap)
     while heap:
         if heap[0][2]:
