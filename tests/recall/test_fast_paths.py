@@ -397,7 +397,7 @@ def test_link_expansion_equals_the_reference_when_archived_linkers_reorder_a_hub
 
         fast, slow = Archived(None, status_of), Archived(None, status_of)
         kwargs = {"depth": rng.choice([1, 2]), "per_direction": rng.choice([1, 2, 3, 5]),
-                  "budget": rng.choice([4, 30])}
+                  "budget": rng.choice([4, 30, 1000])}
         seeds = [hub, *rng.sample(paths, rng.randint(0, 2))]
         got = expand_links(graph, seeds, catalog, exclude=fast.__contains__, suspended=fast,
                            **kwargs)
