@@ -22,7 +22,7 @@ from typing import Any
 from reme_agent.recall.group import NodeCatalog
 
 MAX_DEPTH = 3
-_BATCH = 4   # a hub's neighbours whose live in-degree is counted together
+_BATCH = 2   # a long list's nodes whose live in-degree is counted together
 
 
 def expand_links(graph: Any, seeds: list[str], catalog: NodeCatalog, *, depth: int,

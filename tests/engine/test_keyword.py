@@ -414,10 +414,19 @@ def _edited_indexes(seed: int) -> list[KeywordProjection]:
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_in_place_scores_are_bit_identical_to_the_reference(seed: int) -> None:
+    """Also when a query's terms were scored just before (kept per-term contributions,
+    e.g. a repeated word: as asked, then distinct) and after writes in between."""
     rng = random.Random(seed)
     for kp in _edited_indexes(seed):
-        for _ in range(30):
-            q = [f"t{rng.randint(0, 45)}" for _ in range(rng.randint(1, 6))]
+        q: list[str] = []
+        for step in range(60):
+            if step % 3 == 2:   # the same terms again: distinct, repeated or a subset
+                q = rng.choice([list(dict.fromkeys(q)), q + q[:1], q[::-1][:2]]) or ["t1"]
+            else:
+                q = [f"t{rng.randint(0, 45)}" for _ in range(rng.randint(1, 6))]
+            if step % 10 == 9:
+                kp.add(f"w{step}", tokens=q * 2)
+                kp.remove(f"d{rng.randint(0, 280)}")
             dense, matched = kp._dense_uncached(q)
             want, want_matched = reference_dense(kp, q)
             assert dense.tobytes() == want.tobytes(), q

@@ -131,6 +131,9 @@ class KeywordProjection:
         # the last `_MEMO` queries' dense scores, keyed by (their terms, _version), newest last
         self._dense_memo: list[tuple[tuple[tuple[str, ...], int],
                                      tuple[np.ndarray, np.ndarray]]] = []
+        # the last scoring's per-term contributions: (_version, spans, slots, scores)
+        self._terms_memo: tuple[int, dict[int, tuple[int, int, int]], np.ndarray,
+                                np.ndarray] | None = None
         # the heads of the last `_MEMO` rankings: (dense, matched, first slots; see `_head`)
         self._head_memo: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         # the last query's coverage weights, keyed by (its terms, _version)
@@ -385,44 +388,68 @@ class KeywordProjection:
         none = np.zeros(0, dtype=np.int64)
         if not self._slot:
             return np.zeros(n_slots, dtype=np.float64), none
+        # duplicates count twice, as in rank_bm25
+        tids = [tid for term in tokens if (tid := self._tid.get(term)) is not None]
+        if not tids:
+            return np.zeros(n_slots, dtype=np.float64), none
+        spans, slots, scores = self._term_scores(list(dict.fromkeys(tids)))
+        if tids != list(spans)[:len(tids)] or len(tids) != len(spans):
+            slots = np.concatenate([slots[spans[t][0]:spans[t][1]] for t in tids])
+            scores = np.concatenate([scores[spans[t][0]:spans[t][1]] for t in tids])
+        dense = np.bincount(slots, weights=scores, minlength=n_slots)
+        if len(tids) == 1 and spans[tids[0]][2] == 1:   # one part: each slot appears once
+            return dense, slots
+        hit = np.zeros(n_slots, dtype=bool)
+        hit[slots] = True
+        return dense, np.flatnonzero(hit)
+
+    def _term_scores(self, tids: list[int]
+                     ) -> tuple[dict[int, tuple[int, int, int]], np.ndarray, np.ndarray]:
+        """({term id: (start, end, parts)}, slots, scores): every posting's slot and BM25
+        contribution, term after term, for these distinct terms (or more).
+
+        The last call's arrays are kept for the same index version: a search scores its
+        terms as asked (BM25) and distinct (the phrase check), which differ when a word is
+        repeated; the second needs only a `bincount` of the first's contributions.
+        Computed one pass per operation, in place, into preallocated arrays (no temporary
+        per step, no concatenation); each score is rank_bm25's expression evaluated in the
+        same order: bit-identical.
+        """
+        memo = self._terms_memo
+        if memo is not None and memo[0] == self._version and all(t in memo[1] for t in tids):
+            return memo[1], memo[2], memo[3]
         idf = self._idf_table()
         avgdl = self._total_len / len(self._slot)
         k1, b = self.k1, self.b
-        parts = [(tid, packed) for term in tokens   # duplicates count twice, as in rank_bm25
-                 if (tid := self._tid.get(term)) is not None for packed in self._parts(tid)]
-        if not parts:
-            return np.zeros(n_slots, dtype=np.float64), none
-        # One pass per operation, written in place into two preallocated arrays (no
-        # temporary per step, no concatenation); each score is the same expression as
-        # rank_bm25's, evaluated in the same order: bit-identical.
-        total = sum(len(packed) for _, packed in parts)
+        parts = {tid: self._parts(tid) for tid in tids}
+        total = sum(len(packed) for ps in parts.values() for packed in ps)
         all_slots = np.empty(total, dtype=np.int64)
         scores = np.empty(total, dtype=np.float64)
         tf = np.empty(total, dtype=np.int64)
+        spans: dict[int, tuple[int, int, int]] = {}
         at = 0
-        for tid, packed in parts:
-            end = at + len(packed)
-            slots, score = all_slots[at:end], scores[at:end]
-            np.right_shift(packed, _TF_BITS, out=slots)
-            np.bitwise_and(slots, _SLOT_MASK, out=slots)
-            np.bitwise_and(packed, _TF_MASK, out=tf[at:end])
-            np.copyto(score, tf[at:end])   # tf as float
-            norm = self._dl.take(slots)    # b * dl / avgdl + (1 - b), times k1, plus tf
-            norm *= b
-            norm /= avgdl
-            norm += 1 - b
-            norm *= k1
-            norm += score
-            score *= k1 + 1
-            score /= norm
-            score *= idf[tid]
-            at = end
-        dense = np.bincount(all_slots, weights=scores, minlength=n_slots)
-        if len(parts) == 1:   # one term, one part: each slot appears once
-            return dense, all_slots
-        hit = np.zeros(n_slots, dtype=bool)
-        hit[all_slots] = True
-        return dense, np.flatnonzero(hit)
+        for tid, ps in parts.items():
+            first = at
+            for packed in ps:
+                end = at + len(packed)
+                slots, score = all_slots[at:end], scores[at:end]
+                np.right_shift(packed, _TF_BITS, out=slots)
+                np.bitwise_and(slots, _SLOT_MASK, out=slots)
+                np.bitwise_and(packed, _TF_MASK, out=tf[at:end])
+                np.copyto(score, tf[at:end])   # tf as float
+                norm = self._dl.take(slots)    # b * dl / avgdl + (1 - b), times k1, plus tf
+                norm *= b
+                norm /= avgdl
+                norm += 1 - b
+                norm *= k1
+                norm += score
+                score *= k1 + 1
+                score /= norm
+                score *= idf[tid]
+                at = end
+            spans[tid] = (first, at, len(ps))
+        self._terms_memo = (self._version, spans, all_slots, scores)
+        return spans, all_slots, scores
 
     def _ranked(self, dense: np.ndarray, matched: np.ndarray, k: int,
                 allowed: Callable[[str], bool] | None) -> list[tuple[str, float]]:
