@@ -440,8 +440,10 @@ def test_ranking_heads_and_phrase_candidates_equal_a_full_sort(
     the head memo) and the phrase candidates (checked in score order, or counted when the
     scan runs out) equal sorting every matching document."""
     rng = random.Random(seed)
-    for scan in (keyword_module._PHRASE_SCAN, 3):
+    for scan, cost in ((keyword_module._PHRASE_SCAN, 1), (3, 1),
+                       (keyword_module._PHRASE_SCAN, keyword_module._CHECK_COST)):
         monkeypatch.setattr(keyword_module, "_PHRASE_SCAN", scan)
+        monkeypatch.setattr(keyword_module, "_CHECK_COST", cost)
         monkeypatch.setattr(keyword_module, "_HEAD_KEPT", rng.choice([1, 4, 512]))
         for kp in _edited_indexes(seed):
             for _ in range(25):

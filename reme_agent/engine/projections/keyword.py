@@ -60,6 +60,7 @@ _MEMO = 2                              # queries whose scores are kept (terms as
                                        # distinct: a query with a repeated word needs both)
 _HEAD_KEPT = 512                       # slots of a ranking's head kept for the next one
 _PHRASE_SCAN = 1024                    # best-scored documents checked for a phrase's terms
+_CHECK_COST = 350                      # postings counted in the time one document is checked
 
 
 def _last(items: list[_T], n: int) -> list[_T]:
@@ -594,8 +595,11 @@ class KeywordProjection:
 
         The best-scored documents are checked against their own term lists first, in score
         order (the query's BM25 ranking has them, see `_head`): documents holding every
-        term score highest, so ``k`` of them are usually among the first few hundred. Only
-        when `_PHRASE_SCAN` documents did not give ``k`` are every term's postings counted.
+        term score highest, so where they are many (common words), ``k`` of them are among
+        the first few hundred. The scan stops where it would cost more than counting every
+        term's postings (`_CHECK_COST` postings a document, at most `_PHRASE_SCAN`
+        documents): then the postings are counted, as they always were. Where few documents
+        hold every term (real text), a short scan finds that out for little.
         """
         uniq = list(dict.fromkeys(tokens))
         with self._lock:
@@ -603,10 +607,12 @@ class KeywordProjection:
                 return []
             dense, matched = self._dense(uniq)
             need = {self._tid[t] for t in uniq}
+            postings = int(self._df[list(need)].sum())
+            scan = min(_PHRASE_SCAN, postings // _CHECK_COST)
             ids = self._ids
             out: list[str] = []
             for n, slot in enumerate(self._in_order(dense, matched, 4 * k)):
-                if n >= _PHRASE_SCAN:
+                if n >= scan:
                     return self._containing_all_counted(uniq, dense, k)
                 doc_id = ids[slot]
                 terms = self._doc_terms(slot) if doc_id is not None else None
