@@ -23,6 +23,7 @@ from reme_agent.recall.group import NodeCatalog
 
 MAX_DEPTH = 3
 _BATCH = 2   # a long list's nodes whose live in-degree is counted together
+_EAGER = 64  # lists up to this long are ranked whole, as before (lazy ranking pays for hubs)
 
 
 def expand_links(graph: Any, seeds: list[str], catalog: NodeCatalog, *, depth: int,
@@ -59,6 +60,17 @@ def expand_links(graph: Any, seeds: list[str], catalog: NodeCatalog, *, depth: i
         if len(nodes) <= per_direction:
             yield from sorted(o for o in nodes if allowed(o))
             return
+        if len(nodes) <= _EAGER:   # every in-degree at once (memoised: cheap when warm)
+            degree = catalog.in_degrees(graph, nodes, suspended)
+            kept: list[str] = []
+            for o in sorted(nodes, key=lambda o: (-degree[o], o)):
+                if allowed(o):
+                    kept.append(o)
+                    if len(kept) > per_direction:
+                        yield from kept[:per_direction]
+                        return
+            yield from sorted(kept)
+            return
         many = False
         for group in (heads(nodes), nodes):
             if suspended is not None:
@@ -91,7 +103,7 @@ def expand_links(graph: Any, seeds: list[str], catalog: NodeCatalog, *, depth: i
                 found.append((node, seed, direction, predicates))
         if suspended is not None:   # the archived status the hop surely needs, one lookup
             suspended.prefetch(o for *_, p in found
-                               for o in (p if len(p) <= per_direction else heads(list(p))))
+                               for o in (p if len(p) <= _EAGER else heads(list(p))))
         # Round-robin over the lists (in result order), the i-th of each list in round i,
         # until the budget is spent.
         live = [(pick(list(p)), p, direction, node, seed) for node, seed, direction, p in found]

@@ -369,13 +369,18 @@ def test_link_expansion_over_archived_notes_equals_the_reference_in_few_lookups(
         assert len(lookups) - fast_lookups > fast_lookups, trial
 
 
+@pytest.mark.parametrize("eager", [0, 64])
 def test_link_expansion_equals_the_reference_when_archived_linkers_reorder_a_hub(
-        gen_vault: Vault) -> None:
+        gen_vault: Vault, eager: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """The expansion ranks a hub's neighbours by an upper bound (inbound edges) and counts
     the live in-degree only near the top: archiving the linkers of the best-linked
-    neighbours (so the bound is wrong exactly where it is used) must not change the list."""
+    neighbours (so the bound is wrong exactly where it is used) must not change the list.
+    `eager` 0 ranks every list lazily (the test vault's hubs are shorter than the default)."""
+    from reme_agent.recall import expand
     from reme_agent.recall.archive import Archived
     from reme_agent.recall.expand import expand_links
+
+    monkeypatch.setattr(expand, "_EAGER", eager)
 
     vault = gen_vault
     graph = vault.graph

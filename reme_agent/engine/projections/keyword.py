@@ -609,6 +609,8 @@ class KeywordProjection:
             need = {self._tid[t] for t in uniq}
             postings = int(self._df[list(need)].sum())
             scan = min(_PHRASE_SCAN, postings // _CHECK_COST)
+            if scan < k:   # not even k documents are worth checking
+                return self._containing_all_counted(uniq, dense, k)
             ids = self._ids
             out: list[str] = []
             for n, slot in enumerate(self._in_order(dense, matched, 4 * k)):
