@@ -598,8 +598,9 @@ class KeywordProjection:
         term score highest, so where they are many (common words), ``k`` of them are among
         the first few hundred. The scan stops where it would cost more than counting every
         term's postings (`_CHECK_COST` postings a document, at most `_PHRASE_SCAN`
-        documents): then the postings are counted, as they always were. Where few documents
-        hold every term (real text), a short scan finds that out for little.
+        documents), or as soon as (every ``k`` documents) the rate found so far would not
+        give ``k`` within that: then the postings are counted, as they always were. Where
+        few documents hold every term (real text), ``k`` checks find that out.
         """
         uniq = list(dict.fromkeys(tokens))
         with self._lock:
@@ -614,7 +615,8 @@ class KeywordProjection:
             ids = self._ids
             out: list[str] = []
             for n, slot in enumerate(self._in_order(dense, matched, 4 * k)):
-                if n >= scan:
+                if n >= scan or (n and n % k == 0 and len(out) * scan < k * n):
+                    # the budget is spent, or at the rate found so far it would be
                     return self._containing_all_counted(uniq, dense, k)
                 doc_id = ids[slot]
                 terms = self._doc_terms(slot) if doc_id is not None else None
