@@ -143,10 +143,11 @@ def _by_degree(graph: Any, nodes: list[str], catalog: NodeCatalog, suspended: An
     """`nodes` by (-in-degree without `suspended` linkers, name), computed lazily.
 
     A hub has thousands of neighbours and the caller needs the first few allowed ones: the
-    inbound edge count (no status lookup) bounds the live degree from above, so nodes are taken by
-    that bound and their live degree (linkers' archived status: SQLite reads) is computed
-    `batch` at a time, only for those the bound cannot rule out. A node comes out once its
-    live degree is no lower than every other node's bound: the order of ranking them all.
+    inbound edge count (no status lookup) bounds the live degree from above, so nodes are
+    taken by that bound and their live degree (linkers' archived status: SQLite reads) is
+    computed `batch` at a time, only for those the bound cannot rule out. A node comes out
+    once its live degree is no lower than every other node's bound: the order of ranking
+    them all.
     """
     if suspended is None:   # no suspended links: the raw degree is the live one
         degree = catalog.in_degrees(graph, nodes, None)
