@@ -339,3 +339,132 @@ def _read_only(a: np.ndarray) -> np.ndarray:
     view = a.view()
     view.flags.writeable = False
     return view
+
+
+# -- fast paths against their references (G6, issue 19) ------------------------------------
+
+
+def reference_dense(kp: KeywordProjection, tokens: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """BM25 of every slot as the index computed it before G6 k100: a temporary per step,
+    parts concatenated, one bincount (the in-place version must give the same bits)."""
+    m = keyword_module
+    n_slots = len(kp._ids)
+    idf = kp._idf_table()
+    avgdl = kp._total_len / len(kp._slot)
+    k1, b = kp.k1, kp.b
+    slot_parts, score_parts = [], []
+    for term in tokens:
+        tid = kp._tid.get(term)
+        if tid is None:
+            continue
+        for packed in kp._parts(tid):
+            slots = (packed >> m._TF_BITS) & m._SLOT_MASK
+            tf = (packed & m._TF_MASK).astype(np.float64)
+            dl = kp._dl[slots]
+            slot_parts.append(slots)
+            score_parts.append(idf[tid] * (tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))))
+    if not slot_parts:
+        return np.zeros(n_slots), np.zeros(0, dtype=np.int64)
+    all_slots = np.concatenate(slot_parts)
+    dense = np.bincount(all_slots, weights=np.concatenate(score_parts), minlength=n_slots)
+    return dense, np.unique(all_slots)
+
+
+def reference_ranked(kp: KeywordProjection, dense: np.ndarray, slots: np.ndarray, k: int,
+                     allowed=None) -> list[tuple[str, float]]:  # type: ignore[no-untyped-def]
+    """Every slot sorted by (score descending, slot), then filtered: no head, no memo."""
+    order = slots[np.lexsort((slots, -dense[slots]))]
+    out = [(kp._ids[s], float(dense[s])) for s in order.tolist() if kp._ids[s] is not None
+           and (allowed is None or allowed(kp._ids[s]))]
+    return out[:k]
+
+
+def reference_containing_all(kp: KeywordProjection, tokens: list[str], k: int) -> list[str]:
+    """Documents whose own terms include every distinct query term, best BM25 first."""
+    uniq = list(dict.fromkeys(tokens))
+    if not uniq or any(t not in kp._tid for t in uniq):
+        return []
+    need = {kp._tid[t] for t in uniq}
+    dense, matched = reference_dense(kp, uniq)
+    every = np.array([s for s in matched.tolist() if (t := kp._doc_terms(s)) is not None
+                      and need <= set(t[0].tolist())], dtype=np.int64)
+    return [d for d, _ in reference_ranked(kp, dense, every, k)] if len(every) else []
+
+
+def _edited_indexes(seed: int) -> list[KeywordProjection]:
+    """An index built in memory and one on read-only snapshot arrays, both then edited
+    (removed base slots keep their postings, added documents reuse freed slots)."""
+    corpus = _corpus(seed, 250, vocab=40)
+    extra = _corpus(seed + 20, 120, vocab=40)
+    built = KeywordProjection(tokenizer=str.split)
+    built.add_many((f"d{i}", toks) for i, toks in enumerate(corpus))
+    loaded = KeywordProjection(tokenizer=str.split)
+    terms, ids, arrays = built.export_arrays()
+    loaded.import_arrays(terms, ids, {k: _read_only(v) for k, v in arrays.items()})
+    rng = random.Random(seed)
+    for step in range(150):
+        doc_id = f"d{rng.randint(0, 280)}"
+        for kp in (built, loaded):
+            if rng.random() < 0.35:
+                kp.remove(doc_id)
+            else:
+                kp.add(doc_id, tokens=extra[step % len(extra)])
+    return [built, loaded]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_in_place_scores_are_bit_identical_to_the_reference(seed: int) -> None:
+    """Also when a query's terms were scored just before (kept per-term contributions,
+    e.g. a repeated word: as asked, then distinct) and after writes in between."""
+    rng = random.Random(seed)
+    for kp in _edited_indexes(seed):
+        q: list[str] = []
+        for step in range(60):
+            if step % 3 == 2:   # the same terms again: distinct, repeated or a subset
+                q = rng.choice([list(dict.fromkeys(q)), q + q[:1], q[::-1][:2]]) or ["t1"]
+            else:
+                q = [f"t{rng.randint(0, 45)}" for _ in range(rng.randint(1, 6))]
+            if step % 10 == 9:
+                kp.add(f"w{step}", tokens=q * 2)
+                kp.remove(f"d{rng.randint(0, 280)}")
+            dense, matched = kp._dense_uncached(q)
+            want, want_matched = reference_dense(kp, q)
+            assert dense.tobytes() == want.tobytes(), q
+            assert np.array_equal(np.sort(matched), want_matched), q
+
+
+@pytest.mark.parametrize("seed", [4, 5, 6])
+def test_ranking_heads_and_phrase_candidates_equal_a_full_sort(
+        seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Top-k (with and without a filter, after another ranking of the same scores filled
+    the head memo) and the phrase candidates (checked in score order, or counted when the
+    scan runs out) equal sorting every matching document."""
+    rng = random.Random(seed)
+    for scan, cost in ((keyword_module._PHRASE_SCAN, 1), (3, 1),
+                       (keyword_module._PHRASE_SCAN, keyword_module._CHECK_COST)):
+        monkeypatch.setattr(keyword_module, "_PHRASE_SCAN", scan)
+        monkeypatch.setattr(keyword_module, "_CHECK_COST", cost)
+        monkeypatch.setattr(keyword_module, "_HEAD_KEPT", rng.choice([1, 4, 512]))
+        for kp in _edited_indexes(seed):
+            for _ in range(25):
+                q = [f"t{rng.randint(0, 45)}" for _ in range(rng.randint(1, 5))]
+                k = rng.choice([1, 3, 10, 40, 500])
+                banned = {f"d{i}" for i in rng.sample(range(280), 150)}
+                dense, matched = reference_dense(kp, q)
+                uniq = list(dict.fromkeys(q))
+                first = rng.random() < 0.5
+                if first:
+                    got_phrase = kp.containing_all(q, k)
+                scores = kp.query_scores(q)
+                assert scores.top(k) == reference_ranked(kp, dense, matched, k), q
+                assert scores.top(k, lambda d, banned=banned: d not in banned) == \
+                    reference_ranked(kp, dense, matched, k,
+                                     lambda d, banned=banned: d not in banned), q
+                if not first:
+                    got_phrase = kp.containing_all(q, k)
+                want_phrase = reference_containing_all(kp, q, k)
+                assert got_phrase == want_phrase, (q, k, scan)
+                if uniq == q:
+                    assert got_phrase == [d for d, _ in reference_ranked(
+                        kp, dense, matched, len(matched))
+                        if set(uniq) <= set(kp.tokens_of(d) or ())][:k]

@@ -374,6 +374,48 @@ def test_link_expansion_over_archived_notes_equals_the_reference_in_few_lookups(
         assert len(lookups) - fast_lookups > fast_lookups, trial
 
 
+@pytest.mark.parametrize("eager", [0, 64])
+def test_link_expansion_equals_the_reference_when_archived_linkers_reorder_a_hub(
+        gen_vault: Vault, eager: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The expansion ranks a hub's neighbours by an upper bound (inbound edges) and counts
+    the live in-degree only near the top: archiving the linkers of the best-linked
+    neighbours (so the bound is wrong exactly where it is used) must not change the list.
+    `eager` 0 ranks every list lazily (the test vault's hubs are shorter than the default)."""
+    from reme_agent.recall import expand
+    from reme_agent.recall.archive import Archived
+    from reme_agent.recall.expand import expand_links
+
+    monkeypatch.setattr(expand, "_EAGER", eager)
+
+    vault = gen_vault
+    graph = vault.graph
+    catalog = catalog_for(vault)
+    catalog.sync()
+    rng = random.Random(11)
+    paths = sorted(vault.state.file_stats())
+    hubs = sorted(paths, key=lambda p: -graph.in_degree(p))[:8]
+    for trial in range(40):
+        hub = rng.choice(hubs)
+        near = {o for o, _ in [*graph.inbound(hub), *graph.outbound(hub)]}
+        top = sorted(near, key=lambda o: -graph.in_degree(o))[:6]
+        linkers = sorted({s for o in top for s, _ in graph.inbound(o)})
+        archived = set(rng.sample(linkers, min(len(linkers), rng.randint(1, 25))))
+        archived |= set(rng.sample(paths, rng.randint(0, 10)))
+
+        def status_of(ps: list[str], archived: set[str] = archived) -> dict[str, Any]:
+            return {p: "archived" if p in archived else None for p in ps}
+
+        fast, slow = Archived(None, status_of), Archived(None, status_of)
+        kwargs = {"depth": rng.choice([1, 2]), "per_direction": rng.choice([1, 2, 3, 5]),
+                  "budget": rng.choice([4, 30, 1000])}
+        seeds = [hub, *rng.sample(paths, rng.randint(0, 2))]
+        got = expand_links(graph, seeds, catalog, exclude=fast.__contains__, suspended=fast,
+                           **kwargs)
+        want = reference_expand(graph, seeds, catalog, exclude=slow.__contains__,
+                                suspended=slow, **kwargs)
+        assert got == want, trial
+
+
 # -- names ------------------------------------------------------------------------------------
 
 

@@ -439,6 +439,13 @@ class GraphProjection:
             return sum(1 for s in sources if s != n and not flags[s] & _DANGLING
                        and names[s] not in skip)
 
+    def in_edges(self, path: str) -> int:
+        """Inbound edges, one per (source, predicate), self-links and dangling sources
+        included: an upper bound of `in_degree` that costs no walk over them."""
+        with self._lock:
+            n = self._num.get(path)
+            return 0 if n is None or not self._in[n] else len(self._in[n])  # type: ignore[arg-type]
+
     def dangling_edges(self) -> list[tuple[str, str, str | None]]:
         """(source, raw target, predicate) for every link to a node without a file."""
         with self._lock:

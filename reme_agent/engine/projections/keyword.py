@@ -35,6 +35,7 @@ import threading
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TypeVar
 
 import numpy as np
 
@@ -52,8 +53,19 @@ _GEN_SHIFT = _TF_BITS + _SLOT_BITS
 _GEN_MASK = (1 << 23) - 1  # keeps packed values positive int64
 _MAX_SLOTS = 1 << _SLOT_BITS
 _EMPTY = np.zeros(0, dtype=np.int64)
+_T = TypeVar("_T")
 _NONE, _IN_BASE, _IN_POOL = 0, 1, 2   # where a slot's terms live (`_doc_src`)
 _POOL_MIN_GARBAGE = 1 << 16            # pool entries of removed documents before compacting
+_MEMO = 2                              # queries whose scores are kept (terms as asked, and
+                                       # distinct: a query with a repeated word needs both)
+_HEAD_KEPT = 512                       # slots of a ranking's head kept for the next one
+_PHRASE_SCAN = 1024                    # best-scored documents checked for a phrase's terms
+_CHECK_COST = 350                      # postings counted in the time one document is checked
+
+
+def _last(items: list[_T], n: int) -> list[_T]:
+    """The last ``n`` items (none for ``n`` <= 0)."""
+    return items[len(items) - n:] if n > 0 else []
 
 
 def _grow(a: np.ndarray, n: int) -> np.ndarray:
@@ -117,9 +129,14 @@ class KeywordProjection:
         self._total_len = 0
         # cached idf (per term id), None when a write made it stale
         self._idf: np.ndarray | None = None
-        # the last query's dense scores, keyed by (its terms, _version)
-        self._dense_memo: tuple[tuple[tuple[str, ...], int],
-                                tuple[np.ndarray, np.ndarray]] | None = None
+        # the last `_MEMO` queries' dense scores, keyed by (their terms, _version), newest last
+        self._dense_memo: list[tuple[tuple[tuple[str, ...], int],
+                                     tuple[np.ndarray, np.ndarray]]] = []
+        # the last scoring's per-term contributions: (_version, spans, slots, scores)
+        self._terms_memo: tuple[int, dict[int, tuple[int, int, int]], np.ndarray,
+                                np.ndarray] | None = None
+        # the heads of the last `_MEMO` rankings: (dense, matched, first slots; see `_head`)
+        self._head_memo: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         # the last query's coverage weights, keyed by (its terms, _version)
         self._coverage_memo: tuple[tuple[tuple[str, ...], int],
                                    tuple[float, dict[int, float]]] | None = None
@@ -358,12 +375,13 @@ class KeywordProjection:
         search (PERF-5). Free slots score 0.
         """
         key = (tuple(tokens), self._version)
-        if self._dense_memo is not None and self._dense_memo[0] == key:
-            return self._dense_memo[1]   # a search scores the same terms for its phrase too
+        for seen, out in self._dense_memo:
+            if seen == key:
+                return out   # a search scores the same terms for its phrase too
         out = self._dense_uncached(tokens)
         for part in out:
             part.flags.writeable = False   # shared by the memo
-        self._dense_memo = (key, out)
+        self._dense_memo = [*_last(self._dense_memo, _MEMO - 1), (key, out)]
         return out
 
     def _dense_uncached(self, tokens: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -371,64 +389,124 @@ class KeywordProjection:
         none = np.zeros(0, dtype=np.int64)
         if not self._slot:
             return np.zeros(n_slots, dtype=np.float64), none
+        # duplicates count twice, as in rank_bm25
+        tids = [tid for term in tokens if (tid := self._tid.get(term)) is not None]
+        if not tids:
+            return np.zeros(n_slots, dtype=np.float64), none
+        spans, slots, scores = self._term_scores(list(dict.fromkeys(tids)))
+        if tids != list(spans)[:len(tids)] or len(tids) != len(spans):
+            slots = np.concatenate([slots[spans[t][0]:spans[t][1]] for t in tids])
+            scores = np.concatenate([scores[spans[t][0]:spans[t][1]] for t in tids])
+        dense = np.bincount(slots, weights=scores, minlength=n_slots)
+        if len(tids) == 1 and spans[tids[0]][2] == 1:   # one part: each slot appears once
+            return dense, slots
+        hit = np.zeros(n_slots, dtype=bool)
+        hit[slots] = True
+        return dense, np.flatnonzero(hit)
+
+    def _term_scores(self, tids: list[int]
+                     ) -> tuple[dict[int, tuple[int, int, int]], np.ndarray, np.ndarray]:
+        """({term id: (start, end, parts)}, slots, scores): every posting's slot and BM25
+        contribution, term after term, for these distinct terms (or more).
+
+        The last call's arrays are kept for the same index version: a search scores its
+        terms as asked (BM25) and distinct (the phrase check), which differ when a word is
+        repeated; the second needs only a `bincount` of the first's contributions.
+        Computed one pass per operation, in place, into preallocated arrays (no temporary
+        per step, no concatenation); each score is rank_bm25's expression evaluated in the
+        same order: bit-identical.
+        """
+        memo = self._terms_memo
+        if memo is not None and memo[0] == self._version and all(t in memo[1] for t in tids):
+            return memo[1], memo[2], memo[3]
         idf = self._idf_table()
         avgdl = self._total_len / len(self._slot)
         k1, b = self.k1, self.b
-        slot_parts: list[np.ndarray] = []
-        score_parts: list[np.ndarray] = []
-        for term in tokens:  # duplicates count twice, as in rank_bm25
-            tid = self._tid.get(term)
-            if tid is None:
-                continue
-            for packed in self._parts(tid):
-                slots = (packed >> _TF_BITS) & _SLOT_MASK
-                tf = (packed & _TF_MASK).astype(np.float64)
-                dl = self._dl[slots]
-                slot_parts.append(slots)
-                score_parts.append(idf[tid] * (tf * (k1 + 1)
-                                               / (tf + k1 * (1 - b + b * dl / avgdl))))
-        if not slot_parts:
-            return np.zeros(n_slots, dtype=np.float64), none
-        all_slots = np.concatenate(slot_parts)
-        dense = np.bincount(all_slots, weights=np.concatenate(score_parts), minlength=n_slots)
-        if len(slot_parts) == 1:   # one term, one part: each slot appears once
-            return dense, all_slots
-        hit = np.zeros(n_slots, dtype=bool)
-        hit[all_slots] = True
-        return dense, np.flatnonzero(hit)
+        parts = {tid: self._parts(tid) for tid in tids}
+        total = sum(len(packed) for ps in parts.values() for packed in ps)
+        all_slots = np.empty(total, dtype=np.int64)
+        scores = np.empty(total, dtype=np.float64)
+        tf = np.empty(total, dtype=np.int64)
+        spans: dict[int, tuple[int, int, int]] = {}
+        at = 0
+        for tid, ps in parts.items():
+            first = at
+            for packed in ps:
+                end = at + len(packed)
+                slots, score = all_slots[at:end], scores[at:end]
+                np.right_shift(packed, _TF_BITS, out=slots)
+                np.bitwise_and(slots, _SLOT_MASK, out=slots)
+                np.bitwise_and(packed, _TF_MASK, out=tf[at:end])
+                np.copyto(score, tf[at:end])   # tf as float
+                norm = self._dl.take(slots)    # b * dl / avgdl + (1 - b), times k1, plus tf
+                norm *= b
+                norm /= avgdl
+                norm += 1 - b
+                norm *= k1
+                norm += score
+                score *= k1 + 1
+                score /= norm
+                score *= idf[tid]
+                at = end
+            spans[tid] = (first, at, len(ps))
+        self._terms_memo = (self._version, spans, all_slots, scores)
+        return spans, all_slots, scores
 
     def _ranked(self, dense: np.ndarray, matched: np.ndarray, k: int,
                 allowed: Callable[[str], bool] | None) -> list[tuple[str, float]]:
         """Top-``k`` (id, score) among ``matched`` slots, best first, ties by slot.
 
-        ``argpartition`` picks a head of 2k (4× larger each time ``allowed`` rejected too
-        many), so ``allowed`` runs only near the top, not on every matching document.
+        Slots come from `_in_order` (heads of 2k, 4× larger each time ``allowed`` rejected
+        too many), so ``allowed`` runs only near the top, not on every matching document.
         """
-        positive = matched
-        if k <= 0 or not len(positive):
+        if k <= 0 or not len(matched):
             return []
         ids = self._ids
-        take = k if allowed is None else 2 * k
+        out: list[tuple[str, float]] = []
+        for slot in self._in_order(dense, matched, k if allowed is None else 2 * k):
+            doc_id = ids[slot]
+            if doc_id is None or (allowed is not None and not allowed(doc_id)):
+                continue
+            out.append((doc_id, float(dense[slot])))
+            if len(out) >= k:
+                break
+        return out
+
+    def _in_order(self, dense: np.ndarray, matched: np.ndarray, take: int) -> Iterator[int]:
+        """``matched`` slots by (score descending, slot), found in heads of ``take``, 4×
+        larger each time the caller wants more: a full sort of 10⁵ matches is not needed
+        for the first few."""
+        done = 0
         while True:
-            if len(positive) > take:
-                scores = dense[positive]
-                # ties at the cut are broken by slot, exactly as a full sort would
-                kth = np.partition(-scores, take - 1)[take - 1]
-                head = positive[-scores <= kth]
-            else:
-                head = positive
-            head = head[np.lexsort((head, -dense[head]))][:take]
-            out: list[tuple[str, float]] = []
-            for slot in head.tolist():
-                doc_id = ids[slot]
-                if doc_id is None or (allowed is not None and not allowed(doc_id)):
-                    continue
-                out.append((doc_id, float(dense[slot])))
-                if len(out) >= k:
-                    return out
-            if len(head) < take or len(head) >= len(positive):
-                return out
-            take *= 4
+            head = self._head(dense, matched, take)
+            yield from head[done:].tolist()
+            if len(head) < take:
+                return
+            done, take = len(head), take * 4
+
+    def _head(self, dense: np.ndarray, matched: np.ndarray, take: int) -> np.ndarray:
+        """The first ``take`` slots of ``matched`` by (score descending, slot).
+
+        A search ranks the same scores twice (its BM25 candidates, then the documents
+        holding its phrase): the heads of the last `_MEMO` (scores, matches) pairs are
+        kept, at least `_HEAD_KEPT` long, so the second ranking costs no partition of 10⁵
+        scores.
+        """
+        for memo in self._head_memo:
+            if memo[0] is dense and memo[1] is matched \
+                    and (take <= len(memo[2]) or len(memo[2]) == len(matched)):
+                return memo[2][:take]
+        want = max(take, _HEAD_KEPT)
+        if len(matched) > want:
+            scores = dense[matched]
+            # ties at the cut are broken by slot, exactly as a full sort would
+            kth = np.partition(-scores, want - 1)[want - 1]
+            head = matched[-scores <= kth]
+        else:
+            head = matched
+        head = head[np.lexsort((head, -dense[head]))][:want]
+        self._head_memo = [*_last(self._head_memo, _MEMO - 1), (dense, matched, head)]
+        return head[:take]
 
     def scores(self, tokens: list[str]) -> dict[str, float]:
         """BM25 score of every document sharing a term with ``tokens`` (others score 0)."""
@@ -513,18 +591,51 @@ class KeywordProjection:
 
     def containing_all(self, tokens: list[str], k: int) -> list[str]:
         """Up to ``k`` documents holding every distinct term of ``tokens``, best BM25 first:
-        where a verbatim phrase can be (recall checks the text)."""
+        where a verbatim phrase can be (recall checks the text).
+
+        The best-scored documents are checked against their own term lists first, in score
+        order (the query's BM25 ranking has them, see `_head`): documents holding every
+        term score highest, so where they are many (common words), ``k`` of them are among
+        the first few hundred. The scan stops where it would cost more than counting every
+        term's postings (`_CHECK_COST` postings a document, at most `_PHRASE_SCAN`
+        documents), or as soon as (every ``k`` documents) the rate found so far would not
+        give ``k`` within that: then the postings are counted, as they always were. Where
+        few documents hold every term (real text), ``k`` checks find that out.
+        """
         uniq = list(dict.fromkeys(tokens))
         with self._lock:
             if not uniq or k <= 0 or any(t not in self._tid for t in uniq):
                 return []
-            dense, _ = self._dense(uniq)
-            count = np.zeros(len(self._ids), dtype=np.int32)
-            for term in uniq:
-                for packed in self._parts(self._tid[term]):
-                    count[(packed >> _TF_BITS) & _SLOT_MASK] += 1
-            every = np.flatnonzero(count == len(uniq))
-            return [d for d, _ in self._ranked(dense, every, k, None)]
+            dense, matched = self._dense(uniq)
+            need = {self._tid[t] for t in uniq}
+            postings = int(self._df[list(need)].sum())
+            scan = min(_PHRASE_SCAN, postings // _CHECK_COST)
+            if scan < k:   # not even k documents are worth checking
+                return self._containing_all_counted(uniq, dense, k)
+            ids = self._ids
+            out: list[str] = []
+            for n, slot in enumerate(self._in_order(dense, matched, 4 * k)):
+                if n >= scan or (n and n % k == 0 and len(out) * scan < k * n):
+                    # the budget is spent, or at the rate found so far it would be
+                    return self._containing_all_counted(uniq, dense, k)
+                doc_id = ids[slot]
+                terms = self._doc_terms(slot) if doc_id is not None else None
+                if terms is not None and need.issubset(terms[0].tolist()):
+                    out.append(doc_id)
+                    if len(out) >= k:
+                        break
+            return out
+
+    def _containing_all_counted(self, uniq: list[str], dense: np.ndarray, k: int
+                                ) -> list[str]:
+        """`containing_all` by counting every term's postings (a slot holding all has one
+        posting per term)."""
+        count = np.zeros(len(self._ids), dtype=np.int32)
+        for term in uniq:
+            for packed in self._parts(self._tid[term]):
+                count[(packed >> _TF_BITS) & _SLOT_MASK] += 1
+        every = np.flatnonzero(count == len(uniq))
+        return [d for d, _ in self._ranked(dense, every, k, None)]
 
     def known_share(self, tokens: list[str]) -> float:
         """Share of the query's distinct terms (idf-weighted as in `coverage`) that occur in
