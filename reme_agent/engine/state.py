@@ -27,6 +27,9 @@ log = logging.getLogger("reme_agent.index")
 
 SCHEMA_VERSION = 2
 
+_STATUS = """json_extract(frontmatter, '$."status"')"""
+"""The indexed expression; a query must spell it the same way for SQLite to use the index."""
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS files (
@@ -112,11 +115,27 @@ class IndexState:
             version = None
         if version == str(SCHEMA_VERSION):
             self._ensure_folders()
+            self._ensure_status_index()
             return
         self._db.executescript(_SCHEMA + _FOLDERS)
+        self._ensure_status_index()
         if version is not None:
             self.clear()
         self.set_meta("schema_version", str(SCHEMA_VERSION))
+
+    def _ensure_status_index(self) -> None:
+        """An index on the frontmatter `status`, so the notes with one status are a lookup
+        (recall's archived set), added to databases made before it (0.18 s at 100k notes,
+        once); a read-only copy goes without (`paths_with_status` then answers None)."""
+        try:
+            if not self._db.execute("SELECT 1 FROM sqlite_master WHERE name='files_status'"
+                                    ).fetchone():
+                with self._db:
+                    self._db.execute(f"CREATE INDEX files_status ON files({_STATUS})")
+            self.status_indexed = True
+        except sqlite3.OperationalError as exc:
+            log.debug("no frontmatter status index: %s", exc)
+            self.status_indexed = False
 
     def _ensure_folders(self) -> None:
         """The folder listings table, added to databases made before it (a read-only copy
@@ -236,6 +255,15 @@ class IndexState:
             return dict(self._where_in(
                 "SELECT path, json_extract(frontmatter, ?) FROM files WHERE path IN ({marks})",
                 paths, ("$." + json.dumps(key),)))
+
+    def paths_with_status(self, value: str) -> set[str] | None:
+        """Paths whose frontmatter `status` is `value`, through the status index (a lookup,
+        not a scan of every frontmatter); None when the database has no such index."""
+        if not self.status_indexed:
+            return None
+        with self._lock:
+            return {r[0] for r in self._db.execute(
+                f"SELECT path FROM files WHERE {_STATUS} = ?", (value,))}
 
     def files_of(self, paths: Iterable[str]) -> dict[str, FileRow]:
         """Rows of those `paths` that are indexed, in one query per 500."""

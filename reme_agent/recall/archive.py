@@ -45,7 +45,11 @@ StatusOf = Callable[[list[str]], Mapping[str, Any]]
 class Archived:
     """`path in archived`: the rule of the module docstring, one path at a time."""
 
-    def __init__(self, signal: ArchivedSignal | None, status_of: StatusOf) -> None:
+    def __init__(self, signal: ArchivedSignal | None, status_of: StatusOf,
+                 with_status: set[str] | None = None) -> None:
+        """`with_status`: every path whose frontmatter says archived, when the caller can
+        list them cheaply (the state's status index); then no path needs a lookup, only
+        the few the maintainer listed with a recorded state (is the note still there?)."""
         self._status_of = status_of
         self._listed = frozenset(signal.archived) if signal else frozenset()
         self._thawed = frozenset(signal.thawed) if signal else frozenset()
@@ -53,12 +57,19 @@ class Archived:
         self._recorded = frozenset(raw) if isinstance(raw, dict) else frozenset()
         self._memo: dict[str, bool] = {}
         self._lock = threading.Lock()
+        self._with_status = frozenset(with_status) if with_status is not None else None
+        if self._with_status is not None:
+            self.prefetch(self._listed & self._recorded)   # known-or-not: a real lookup
 
     def __contains__(self, path: object) -> bool:
         if not isinstance(path, str):
             return False
         hit = self._memo.get(path)
         if hit is None:
+            if self._with_status is not None and not (path in self._listed
+                                                      and path in self._recorded):
+                return self._decide(path, True, ARCHIVED if path in self._with_status
+                                    else None)
             self.prefetch((path,))
             hit = self._memo[path]
         return hit
@@ -68,9 +79,20 @@ class Archived:
 
     def prefetch(self, paths: Iterable[str]) -> None:
         """Decide many paths with one status lookup (a hub's linkers, a page of candidates)."""
+        if self._with_status is not None and not self._recorded:
+            return   # every path is decided by set membership in __contains__
         todo = [p for p in dict.fromkeys(paths) if p not in self._memo]
         if not todo:
             return
+        if self._with_status is not None:
+            tricky = [p for p in todo if p in self._listed and p in self._recorded]
+            decided = {p: self._decide(p, True, ARCHIVED if p in self._with_status else None)
+                       for p in todo if p not in tricky}
+            with self._lock:
+                self._memo.update(decided)
+            todo = tricky
+            if not todo:
+                return
         status = self._status_of(todo)
         decided = {p: self._decide(p, p in status, status.get(p)) for p in todo}
         with self._lock:
@@ -99,7 +121,8 @@ class _Current:
                 return self._value
         signal = vault.signals.get("archived")
         value = Archived(signal if isinstance(signal, ArchivedSignal) else None,
-                         lambda paths: self.state.frontmatter_values(paths, "status"))
+                         lambda paths: self.state.frontmatter_values(paths, "status"),
+                         self.state.paths_with_status(ARCHIVED))
         with self._lock:
             self._key, self._value = key, value
         return value

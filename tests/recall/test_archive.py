@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import pytest
+
 from reme_agent.recall.archive import archived_now
 from reme_agent.recall.search import SearchResponse, search
 from tests.recall.conftest import SETTINGS, VaultFactory, note, write_meta
@@ -114,3 +116,60 @@ def test_the_archived_set_is_remade_when_the_index_or_the_list_changes(
     _set_status(vault, LINKER, "archived")
     vault.refresh([LINKER])
     assert _archived(vault) == {OTHER, LINKER}
+
+
+def test_the_status_index_decides_like_the_per_path_lookup() -> None:
+    """With every `status: archived` path listed up front (the state's status index), each
+    path is decided as the per-path frontmatter lookup decides it (randomised)."""
+    import random
+
+    from reme_agent.recall.archive import Archived
+    from reme_agent.recall.signals import ArchivedSignal
+
+    for seed in range(40):
+        rng = random.Random(seed)
+        paths = [f"knowledge/n{i}/n{i}.md" for i in range(60)]
+        status = {p: rng.choice([None, "archived", "distilled", "streaming"])
+                  for p in paths if rng.random() < 0.85}           # the rest: no note
+        signal = None
+        if rng.random() < 0.8:
+            listed = rng.sample(paths, 15)
+            signal = ArchivedSignal(archived=listed, thawed=rng.sample(paths, 8),
+                                    state={p: {"was": "distilled"} for p in rng.sample(listed, 6)})
+
+        def lookup(asked: list[str], status: dict = status) -> dict:
+            return {p: status[p] for p in asked if p in status}
+
+        lazy = Archived(signal, lookup)
+        indexed = Archived(signal, lookup, {p for p, s in status.items() if s == "archived"})
+        asked = [*paths, "knowledge/missing/missing.md"]
+        rng.shuffle(asked)
+        indexed.prefetch(asked[:20])
+        assert [p in indexed for p in asked] == [p in lazy for p in asked], seed
+
+
+def test_a_read_only_index_without_the_status_index_falls_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sqlite3
+
+    from reme_agent.engine import state as state_mod
+    from reme_agent.engine.state import IndexState
+
+    db = tmp_path / "index.sqlite"
+    IndexState(db).close()
+    with sqlite3.connect(db) as raw:
+        raw.execute("DROP INDEX files_status")
+    connect = sqlite3.connect
+
+    def read_only(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        conn = connect(*args, **kwargs)
+        conn.execute("PRAGMA query_only=ON")    # as a read-only copy of the vault refuses
+        return conn
+    monkeypatch.setattr(state_mod.sqlite3, "connect", read_only)
+    state = IndexState(db)
+    assert state.paths_with_status("archived") is None     # lookups per path instead
+    state.close()
+    monkeypatch.setattr(state_mod.sqlite3, "connect", connect)
+    state = IndexState(db)                                  # writable: index made again
+    assert state.paths_with_status("archived") == set()
+    state.close()
