@@ -122,22 +122,27 @@ class NodeCatalog:
             todo = [p for p in paths if p not in self._nodes]
         if len(todo) > 1:
             rows = self.state.files_of(todo)
-            built = {p: self._info(p, rows.get(p)) for p in todo}
+            # notes without a frontmatter title are named by their first block (an H1):
+            # those blocks in one read too
+            firsts = self.state.first_block_texts([p for p in todo if p in rows
+                                                   and not _titled(rows[p])])
+            built = {p: self._info(p, rows.get(p), firsts.get(p, "")) for p in todo}
             with self._lock:
                 self._nodes.update(built)
         return {p: self.get(p) for p in paths}
 
     def _build(self, path: str) -> NodeInfo | None:
-        return self._info(path, self.state.file(path))
+        row = self.state.file(path)
+        first = ""
+        if row is not None and not _titled(row):
+            blocks = self.state.blocks_of(path)
+            first = blocks[0].text if blocks else ""
+        return self._info(path, row, first)
 
-    def _info(self, path: str, row: FileRow | None) -> NodeInfo | None:
+    def _info(self, path: str, row: FileRow | None, body: str) -> NodeInfo | None:
         if row is None:
             return None
         fm = row.frontmatter if isinstance(row.frontmatter, dict) else {}
-        body = ""
-        if not any(isinstance(fm.get(k), str) and fm[k].strip() for k in ("title", "name")):
-            blocks = self.state.blocks_of(path)
-            body = blocks[0].text if blocks else ""
         desc = fm.get("description")
         dates = [m for m in (parse_moment(fm.get("updated")), parse_moment(fm.get("created")))
                  if m is not None]
@@ -147,6 +152,11 @@ class NodeCatalog:
             description=" ".join(desc.split()) if isinstance(desc, str) else "",
             updated=max(dates) if dates else None,
             mtime=datetime.fromtimestamp(row.mtime_ns / 1e9, tz=UTC))
+
+
+def _titled(row: FileRow) -> bool:
+    fm = row.frontmatter if isinstance(row.frontmatter, dict) else {}
+    return any(isinstance(fm.get(k), str) and fm[k].strip() for k in ("title", "name"))
 
 
 def _live_in_degree(graph: Any, path: str, suspended: Any) -> int:

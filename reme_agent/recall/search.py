@@ -435,6 +435,9 @@ def _factored(vault: Vault, hits: list[BlockHit], evidence: QueryEvidence,
         archived=archived_now(vault))
     # Per note once: its factors (in `combine`'s order), whether the query's evidence boosts
     # it, its tier. Per hit only the arithmetic, as `combine(evidence.boosted(...))` does it.
+    catalog.many(seeds)                                   # one read for the notes not cached
+    if opts.use_centrality:
+        catalog.in_degrees(ctx.graph, seeds, ctx.archived)
     per_path: dict[str, tuple[dict[str, float], tuple[float, ...], bool, int]] = {}
     with_evidence = evidence.names.keys() | evidence.relations.keys() | evidence.neighbours.keys()
     for hit in hits:

@@ -179,6 +179,26 @@ def test_rows_follow_the_index_generation(gen_vault: Vault, tmp_path: Path) -> N
     many = rows_for(vault).block_ids_many([*every, "knowledge/none/none.md"])
     assert many == {p: vault.state.block_ids(p) for p in [*every, "knowledge/none/none.md"]}
     assert vault.state.block_ids_of(every) == {p: vault.state.block_ids(p) for p in every}
+    assert vault.state.first_block_texts(every) == {p: vault.state.blocks_of(p)[0].text
+                                                   for p in every}
+    vault.close()
+
+
+def test_catalog_entries_read_together_equal_one_by_one(tmp_path: Path) -> None:
+    from reme_agent.recall.group import NodeCatalog
+
+    root = tmp_path / "v"
+    generate_vault(root, 12)
+    (root / "knowledge/untitled/untitled.md").parent.mkdir(parents=True)
+    (root / "knowledge/untitled/untitled.md").write_text("# 一个标题\n\nBody text.\n",
+                                                         encoding="utf-8")
+    vault = open_vault(root, SETTINGS, create=True)
+    vault.index()
+    every = [*sorted(vault.state.files()), "knowledge/none/none.md"]
+    together = NodeCatalog(vault.state).many(every)
+    alone = NodeCatalog(vault.state)
+    assert together == {p: alone.get(p) for p in every}
+    assert together["knowledge/untitled/untitled.md"].title == "一个标题"
     vault.close()
 
 
