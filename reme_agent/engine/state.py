@@ -273,6 +273,18 @@ class IndexState:
                                        "AND idx = (SELECT MIN(idx) FROM blocks b "
                                        "WHERE b.path = blocks.path)", paths))
 
+    def frontmatters_of(self, paths: Iterable[str]) -> dict[str, tuple[int, dict[str, Any]]]:
+        """path -> (mtime_ns, frontmatter) of those `paths` that are indexed (a frontmatter
+        that is not a mapping reads as {}), in one query per 500; links are not decoded."""
+        with self._lock:
+            rows = list(self._where_in(
+                "SELECT path, mtime_ns, frontmatter FROM files WHERE path IN ({marks})", paths))
+        out: dict[str, tuple[int, dict[str, Any]]] = {}
+        for path, mtime_ns, raw in rows:
+            fm = json.loads(raw)
+            out[path] = (mtime_ns, fm if isinstance(fm, dict) else {})
+        return out
+
     def files_of(self, paths: Iterable[str]) -> dict[str, FileRow]:
         """Rows of those `paths` that are indexed, in one query per 500."""
         with self._lock:

@@ -77,6 +77,12 @@ class Archived:
     def __bool__(self) -> bool:
         return True   # an empty-looking set may still hold notes archived by frontmatter
 
+    @property
+    def nothing(self) -> bool:
+        """True when no note can be archived (known from the status index, nothing listed):
+        callers may skip per-link checks, e.g. a hub's linkers for its live in-degree."""
+        return self._with_status is not None and not self._with_status and not self._listed
+
     def prefetch(self, paths: Iterable[str]) -> None:
         """Decide many paths with one status lookup (a hub's linkers, a page of candidates)."""
         if self._with_status is not None and not self._recorded:

@@ -24,7 +24,7 @@ from reme_agent.recall.pervault import PerVault
 from reme_agent.recall.signals import parse_moment
 
 if TYPE_CHECKING:
-    from reme_agent.engine.state import FileRow, IndexState
+    from reme_agent.engine.state import IndexState
     from reme_agent.recall.candidates import BlockHit
     from reme_agent.vault import Vault
 
@@ -121,28 +121,25 @@ class NodeCatalog:
         with self._lock:
             todo = [p for p in paths if p not in self._nodes]
         if len(todo) > 1:
-            rows = self.state.files_of(todo)
-            # notes without a frontmatter title are named by their first block (an H1):
-            # those blocks in one read too
-            firsts = self.state.first_block_texts([p for p in todo if p in rows
-                                                   and not _titled(rows[p])])
-            built = {p: self._info(p, rows.get(p), firsts.get(p, "")) for p in todo}
             with self._lock:
-                self._nodes.update(built)
+                self._nodes.update(self._read(todo))
         return {p: self.get(p) for p in paths}
 
     def _build(self, path: str) -> NodeInfo | None:
-        row = self.state.file(path)
-        first = ""
-        if row is not None and not _titled(row):
-            blocks = self.state.blocks_of(path)
-            first = blocks[0].text if blocks else ""
-        return self._info(path, row, first)
+        return self._read([path])[path]
 
-    def _info(self, path: str, row: FileRow | None, body: str) -> NodeInfo | None:
-        if row is None:
-            return None
-        fm = row.frontmatter if isinstance(row.frontmatter, dict) else {}
+    def _read(self, paths: list[str]) -> dict[str, NodeInfo | None]:
+        """Infos from the state: each note's frontmatter and mtime (not its links: a hub's
+        list of links was most of a row to decode), and for notes without a frontmatter
+        title their first block (an H1 names them), each kind in one query."""
+        rows = self.state.frontmatters_of(paths)
+        firsts = self.state.first_block_texts([p for p, (_, fm) in rows.items()
+                                               if not _titled(fm)])
+        return {p: self._info(p, rows[p], firsts.get(p, "")) if p in rows else None
+                for p in paths}
+
+    def _info(self, path: str, row: tuple[int, dict[str, Any]], body: str) -> NodeInfo:
+        mtime_ns, fm = row
         desc = fm.get("description")
         dates = [m for m in (parse_moment(fm.get("updated")), parse_moment(fm.get("created")))
                  if m is not None]
@@ -151,16 +148,15 @@ class NodeCatalog:
             title=note_title(path, fm, body),
             description=" ".join(desc.split()) if isinstance(desc, str) else "",
             updated=max(dates) if dates else None,
-            mtime=datetime.fromtimestamp(row.mtime_ns / 1e9, tz=UTC))
+            mtime=datetime.fromtimestamp(mtime_ns / 1e9, tz=UTC))
 
 
-def _titled(row: FileRow) -> bool:
-    fm = row.frontmatter if isinstance(row.frontmatter, dict) else {}
+def _titled(fm: dict[str, Any]) -> bool:
     return any(isinstance(fm.get(k), str) and fm[k].strip() for k in ("title", "name"))
 
 
 def _live_in_degree(graph: Any, path: str, suspended: Any) -> int:
-    if suspended is None:
+    if suspended is None or getattr(suspended, "nothing", False):
         return int(graph.in_degree(path))
     if path in suspended:
         return 0

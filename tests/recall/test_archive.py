@@ -146,6 +146,12 @@ def test_the_status_index_decides_like_the_per_path_lookup() -> None:
         rng.shuffle(asked)
         indexed.prefetch(asked[:20])
         assert [p in indexed for p in asked] == [p in lazy for p in asked], seed
+        assert indexed.nothing == (not indexed._with_status and signal is None) or signal
+        if indexed.nothing:
+            assert not any(p in lazy for p in asked)
+    assert Archived(None, lambda asked: {}, set()).nothing
+    assert not Archived(None, lambda asked: {}, {"a.md"}).nothing
+    assert not Archived(None, lambda asked: {}).nothing     # unknown without the index
 
 
 def test_a_read_only_index_without_the_status_index_falls_back(
