@@ -136,19 +136,30 @@ def _chroma_rounded(vp: VectorProjection, q: np.ndarray, k: int) -> list[tuple[s
     return [(i, float(min(1.0, max(-1.0, s)))) for i, s in _chroma(vp, q, k)]
 
 
-def test_a_bigger_store_is_copied_in_the_background_from_its_second_query(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from reme_agent.engine.projections import vector as vector_mod
-
-    monkeypatch.setattr(vector_mod, "INLINE_COPY_MAX", 50)   # 400 vectors: "bigger"
+def test_every_process_answers_from_its_first_query_the_same_way(tmp_path: Path) -> None:
+    """A fresh process's first answer is the copy's, as a warm process's later ones are:
+    no window in which chroma's approximate HNSW answers instead."""
     path = tmp_path / "chroma"
     with VectorProjection(HashEmbedder(64), path) as first:
         _upsert(first, _texts(400, seed=5))
+        q = first.embedder.embed_query("orbit violet")
+        warm = [first.query_embedding(q, 30) for _ in range(3)][-1]
+    cold = VectorProjection(HashEmbedder(64), path)
+    assert cold.query_embedding(q, 30) == warm and cold.flat.ready
+    cold.close()
+
+
+def test_a_store_over_the_limit_is_never_copied_in_the_background(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from reme_agent.engine.projections import vector_flat
+
+    monkeypatch.setattr(vector_flat, "MAX_VECTORS", 50)
+    path = tmp_path / "chroma"
+    with VectorProjection(HashEmbedder(64), path) as first:
+        _upsert(first, _texts(400, seed=6))
     again = VectorProjection(HashEmbedder(64), path)
     q = again.embedder.embed_query("orbit")
-    again.query_embedding(q, 3)                 # a one-shot process: chroma, no copy
+    for _ in range(3):
+        again.query_embedding(q, 3)
     assert not again.flat.ready and not again._background()
-    again.query_embedding(q, 3)                 # a second query: copied meanwhile
-    assert again._background() or again.flat.ready
-    again.close()                               # waits for the copy in flight
-    assert not [t for t in again._background() if t.is_alive()]
+    again.close()

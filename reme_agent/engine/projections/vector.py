@@ -65,7 +65,7 @@ from reme_agent.engine.embedders import Embedder, make_embedder
 from reme_agent.engine.locks import flock_until
 from reme_agent.engine.projections import chroma_rust
 from reme_agent.engine.projections.vector_cache import DEFAULT_CACHE_BYTES, VectorCache
-from reme_agent.engine.projections.vector_flat import INLINE_COPY_MAX, FlatIndex
+from reme_agent.engine.projections.vector_flat import FlatIndex
 from reme_agent.errors import BackendError, ConfigError, ReMeError
 
 __all__ = ["EF_NAME", "STORE_LOCK_TIMEOUT", "VectorProjection", "http_client"]
@@ -392,7 +392,6 @@ class VectorProjection:
         # a small collection's vectors as one matrix, scanned exactly (vector_flat.py)
         self.flat = FlatIndex()
         self._threads: list[threading.Thread] = []
-        self._asked = 0   # queries that found no exact copy ready
         self._threads_lock = threading.Lock()
         self.base_name = f"{prefix}-{embedder.id}"
         self.current_name = current_name
@@ -518,17 +517,13 @@ class VectorProjection:
             self.flat.invalidate()
 
     def _start_flat(self) -> None:
-        """Copy the collection for exact scans: right here when that is quick (then every
-        query of a small store is answered one way), else on a background thread from the
-        second query on (a one-shot `reme-agent search` would pay ~50 us a vector for
-        nothing, beside its only query)."""
-        if not self._flat_wanted():
-            return
-        self._asked += 1
-        if self.count() <= INLINE_COPY_MAX:
+        """Copy the collection for exact scans, right here (≤ `MAX_VECTORS`, ~50 µs a
+        vector: at most ~0.3 s, once per process and collection state). Never in the
+        background: every process must answer a query the same way from its first query on
+        (a one-shot `reme-agent search` and a warm `serve` give the same JSON), and chroma's
+        HNSW, approximate, and the exact scan can rank lower results differently."""
+        if self._flat_wanted():
             self._build_flat()
-        elif self._asked >= 2:
-            self._spawn(self._build_flat, "reme-flat-vectors")
 
     def reopen(self) -> None:
         """Drop this process's chroma state for the embedded store and open it afresh.

@@ -1,21 +1,19 @@
-"""An exact scan over a small collection's stored vectors, beside chroma's ANN call.
+"""An exact scan over a small collection's stored vectors, instead of chroma's ANN call.
 
 Why: for a few thousand blocks, chroma's query costs more than the search it does. At 5.6k
 blocks (a 1k-note vault) one `query` took 2.8 ms wall / 1.9 ms CPU on the bench machine
-(the HNSW walk is a fraction of that; the rest is chroma's per-call work), while one numpy
-matrix-vector product over the same float32 vectors, and a partial sort, takes 0.55 ms; at
-20k vectors 2 ms; at 57k ~5.5 ms, slower than chroma's 3.5 ms. So a collection of up to
-`MAX_VECTORS` is also held here as one matrix, read from chroma itself (its stored vectors,
-not re-embedded), and a query scans it exactly. The answer is what chroma's HNSW
-approximates: the same nearest blocks, exact instead of approximate.
+(the HNSW walk is a fraction of that; the rest is chroma's per-call work), while one
+single-threaded matrix-vector product over the same float32 vectors and a partial sort take
+0.5 ms (1-1.5 ms with the caches cold, inside a search); at 20k vectors 2 ms; at 57k ~5.5 ms,
+slower than chroma's 3.5 ms. The answer is what chroma's HNSW approximates: the same nearest
+blocks, exact instead of approximate.
 
-chroma stays the vector store (DESIGN §6): this is a read-side copy of one collection, made
-by the first query of a small store (`INLINE_COPY_MAX`) or in the background from the second
-query of a bigger one (chroma answers until the copy is ready: the same blocks, the
-similarities equal to ~1e-7), brought up to date by this process's own upserts and deletes
-(`apply`), dropped when it deletes by path or switches collection (`invalidate`; another
-process's index run reaches us as a reopen), and made again on the next query. Only for a store
-this process opened: a chroma server can be written by anyone, with no generation to follow.
+chroma stays the vector store (DESIGN §6): this is a read-side copy of one collection of at
+most `MAX_VECTORS`, made by a process's first query (so every process answers alike),
+brought up to date by this process's own upserts and deletes (`apply`), dropped when it
+deletes by path or switches collection (`invalidate`; another process's index run reaches
+us as a reopen), and made again by the next query. Only for a store this process opened: a
+chroma server can be written by anyone, with no generation to follow.
 """
 
 from __future__ import annotations
@@ -26,16 +24,17 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-__all__ = ["INLINE_COPY_MAX", "MAX_VECTORS", "FlatIndex"]
+__all__ = ["MAX_VECTORS", "FlatIndex"]
 
 log = logging.getLogger("reme_agent.engine")
 
-MAX_VECTORS = 20_000
-"""Up to this many vectors a scan beats chroma's query (40 MB of float32 at 512-d)."""
-INLINE_COPY_MAX = 2_000
-"""Up to this many the first query copies the vectors itself (≤ ~0.1 s: ~50 us a vector,
-chroma hands them over as Python floats), so a small store is answered one way from its
-first query on; a bigger one is copied on a background thread while chroma answers."""
+MAX_VECTORS = 6_000
+"""Up to this many vectors a store is copied (by its first query: ~50 µs a vector, chroma
+hands them over as Python floats, so at most ~0.3 s once per process) and scanned exactly
+(0.5-1.5 ms against chroma's ~2-3 ms query). The scan alone would beat chroma up to ~20k
+vectors, but the copy must be made before a process's first answer: every process answers
+alike (chroma's HNSW is approximate, and ranked lower results differently in 3 of 6 queries
+at 5.6k vectors when a warm process had a copy and a cold one did not)."""
 PAGE = 2_000
 
 Page = tuple[list[str], np.ndarray]
@@ -45,8 +44,8 @@ Reader = Callable[[int, int], Page]   # (offset, limit) -> (ids, vectors)
 class FlatIndex:
     """One collection's vectors as a matrix: `query` answers once `build` has run."""
 
-    def __init__(self, max_vectors: int = MAX_VECTORS) -> None:
-        self.max_vectors = max_vectors
+    def __init__(self, max_vectors: int | None = None) -> None:
+        self.max_vectors = MAX_VECTORS if max_vectors is None else max_vectors
         self._lock = threading.Lock()
         self._epoch = 0                 # bumped by invalidate(): a build from before is void
         self._ready: tuple[list[str], dict[str, int], np.ndarray] | None = None
