@@ -285,12 +285,6 @@ class IndexState:
             out[path] = (mtime_ns, fm if isinstance(fm, dict) else {})
         return out
 
-    def files_of(self, paths: Iterable[str]) -> dict[str, FileRow]:
-        """Rows of those `paths` that are indexed, in one query per 500."""
-        with self._lock:
-            return {r[0]: _file_row(r)
-                    for r in self._where_in("SELECT * FROM files WHERE path IN ({marks})", paths)}
-
     def file(self, path: str) -> FileRow | None:
         with self._lock:
             row = self._db.execute("SELECT * FROM files WHERE path=?", (path,)).fetchone()
