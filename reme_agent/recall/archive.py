@@ -59,15 +59,18 @@ class Archived:
         self._lock = threading.Lock()
         self._with_status = frozenset(with_status) if with_status is not None else None
         if self._with_status is not None:
-            self.prefetch(self._listed & self._recorded)   # known-or-not: a real lookup
+            # the one case membership cannot decide: a listed note with a recorded state
+            # is live again only if it is still indexed and says something else now
+            tricky = list(self._listed & self._recorded)
+            status = self._status_of(tricky) if tricky else {}
+            self._memo = {p: self._decide(p, p in status, status.get(p)) for p in tricky}
 
     def __contains__(self, path: object) -> bool:
         if not isinstance(path, str):
             return False
         hit = self._memo.get(path)
         if hit is None:
-            if self._with_status is not None and not (path in self._listed
-                                                      and path in self._recorded):
+            if self._with_status is not None:
                 return self._decide(path, True, ARCHIVED if path in self._with_status
                                     else None)
             self.prefetch((path,))
@@ -84,21 +87,13 @@ class Archived:
         return self._with_status is not None and not self._with_status and not self._listed
 
     def prefetch(self, paths: Iterable[str]) -> None:
-        """Decide many paths with one status lookup (a hub's linkers, a page of candidates)."""
-        if self._with_status is not None and not self._recorded:
-            return   # every path is decided by set membership in __contains__
+        """Decide many paths with one status lookup (a hub's linkers, a page of candidates);
+        nothing to do when the status index decided them all."""
+        if self._with_status is not None:
+            return
         todo = [p for p in dict.fromkeys(paths) if p not in self._memo]
         if not todo:
             return
-        if self._with_status is not None:
-            tricky = [p for p in todo if p in self._listed and p in self._recorded]
-            decided = {p: self._decide(p, True, ARCHIVED if p in self._with_status else None)
-                       for p in todo if p not in tricky}
-            with self._lock:
-                self._memo.update(decided)
-            todo = tricky
-            if not todo:
-                return
         status = self._status_of(todo)
         decided = {p: self._decide(p, p in status, status.get(p)) for p in todo}
         with self._lock:
