@@ -97,16 +97,19 @@ def child_queries(root: str) -> dict[str, Any]:
         names = [e.name for e in index.store.iter_entries()]
     index.close()
     rng = random.Random(7)
-    picked = rng.sample(names, min(60, len(names)))
-    queries = []
-    for name in picked:
-        chars = list(name)
-        i = rng.randrange(len(chars))
-        chars[i] = rng.choice("abxz题")
-        words = name.split()
-        queries += [name, "".join(chars), f"what is the {name} threshold", f"{name}是什么",
-                    " ".join(reversed(words)) if len(words) > 1 else name.upper()]
-    return {"queries": queries}
+    return {"queries": [q for name in rng.sample(names, min(60, len(names)))
+                        for q in name_variants(name, rng)]}
+
+
+def name_variants(name: str, rng: random.Random) -> list[str]:
+    """How a query uses a name: as written, with a typo, inside an English and a Chinese
+    question, and with its words reversed (or upper-cased)."""
+    chars = list(name)
+    i = rng.randrange(len(chars))
+    chars[i] = rng.choice("abxz题")
+    words = name.split()
+    return [name, "".join(chars), f"what is the {name} threshold", f"{name}是什么",
+            " ".join(reversed(words)) if len(words) > 1 else name.upper()]
 
 
 def child_open(root: str, queries_file: str, timed: bool) -> dict[str, Any]:

@@ -41,6 +41,7 @@ ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(ROOT))
 
+from bench_names import name_variants  # noqa: E402
 from bench_search import make_queries, percentile  # noqa: E402
 
 from reme_agent.config import Settings  # noqa: E402
@@ -86,14 +87,8 @@ def name_queries(vault: Vault, count: int, seed: int) -> list[str]:
     with index.store.reading():
         names = [e.name for e in index.store.iter_entries()]
     rng = random.Random(seed)
-    out: list[str] = []
-    for name in rng.sample(names, min(len(names), count // 5 + 1)):
-        chars = list(name)
-        i = rng.randrange(len(chars))
-        chars[i] = rng.choice("abxz题")
-        words = name.split()
-        out += [name, "".join(chars), f"what is the {name} threshold", f"{name}是什么",
-                " ".join(reversed(words)) if len(words) > 1 else name.upper()]
+    out = [q for name in rng.sample(names, min(len(names), count // 5 + 1))
+           for q in name_variants(name, rng)]
     return list(dict.fromkeys(out))[:count]
 
 
