@@ -298,11 +298,7 @@ def test_an_index_on_snapshot_arrays_answers_as_one_built_in_memory(
                         lambda self: (compactions.append(1), real(self))[1])
     corpus = _corpus(seed, 300)
     extra = _corpus(seed + 10, 200)
-    built = KeywordProjection(tokenizer=str.split)
-    built.add_many((f"d{i}", toks) for i, toks in enumerate(corpus))
-    loaded = KeywordProjection(tokenizer=str.split)
-    terms, ids, arrays = built.export_arrays()
-    loaded.import_arrays(terms, ids, {k: _read_only(v) for k, v in arrays.items()})
+    built, loaded = _built_and_loaded(corpus)
     rng = random.Random(seed)
     queries = [" ".join(q) for q in _queries(seed)]
     for step in range(400):
@@ -332,6 +328,17 @@ def test_an_index_on_snapshot_arrays_answers_as_one_built_in_memory(
 
 def _by_score(hits: list[tuple[str, float]]) -> list[tuple[str, float]]:
     return sorted(hits, key=lambda hit: (-hit[1], hit[0]))
+
+
+def _built_and_loaded(corpus: list[list[str]]) -> tuple[KeywordProjection, KeywordProjection]:
+    """An index built in memory over `corpus` (d0, d1, ...) and one on its exported arrays,
+    read-only as a mapped snapshot gives them."""
+    built = KeywordProjection(tokenizer=str.split)
+    built.add_many((f"d{i}", toks) for i, toks in enumerate(corpus))
+    loaded = KeywordProjection(tokenizer=str.split)
+    terms, ids, arrays = built.export_arrays()
+    loaded.import_arrays(terms, ids, {k: _read_only(v) for k, v in arrays.items()})
+    return built, loaded
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:
@@ -396,11 +403,7 @@ def _edited_indexes(seed: int) -> list[KeywordProjection]:
     (removed base slots keep their postings, added documents reuse freed slots)."""
     corpus = _corpus(seed, 250, vocab=40)
     extra = _corpus(seed + 20, 120, vocab=40)
-    built = KeywordProjection(tokenizer=str.split)
-    built.add_many((f"d{i}", toks) for i, toks in enumerate(corpus))
-    loaded = KeywordProjection(tokenizer=str.split)
-    terms, ids, arrays = built.export_arrays()
-    loaded.import_arrays(terms, ids, {k: _read_only(v) for k, v in arrays.items()})
+    built, loaded = _built_and_loaded(corpus)
     rng = random.Random(seed)
     for step in range(150):
         doc_id = f"d{rng.randint(0, 280)}"

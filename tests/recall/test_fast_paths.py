@@ -338,15 +338,20 @@ def reference_expand(graph: Any, seeds: list[str], catalog: Any, *, depth: int,
     return out
 
 
+def _expansion_setup(vault: Vault, hubs: int = 5) -> tuple[Any, list[str], list[str]]:
+    """The vault's synced catalog, every indexed path, the `hubs` most-linked notes."""
+    catalog = catalog_for(vault)
+    catalog.sync()
+    paths = sorted(vault.state.file_stats())
+    return catalog, paths, sorted(paths, key=lambda p: -vault.graph.in_degree(p))[:hubs]
+
+
 def test_link_expansion_equals_filtering_every_neighbour(gen_vault: Vault) -> None:
     from reme_agent.recall.expand import expand_links
 
     vault = gen_vault
-    catalog = catalog_for(vault)
-    catalog.sync()
+    catalog, paths, hubs = _expansion_setup(vault)
     rng = random.Random(8)
-    paths = sorted(vault.state.file_stats())
-    hubs = sorted(paths, key=lambda p: -vault.graph.in_degree(p))[:5]
     for trial in range(40):
         seeds = rng.sample(paths, 4) + rng.sample(hubs, 1)
         hidden = set(rng.sample(paths, 40))
@@ -364,11 +369,8 @@ def test_link_expansion_over_archived_notes_equals_the_reference_in_few_lookups(
     from reme_agent.recall.expand import expand_links
 
     vault = gen_vault
-    catalog = catalog_for(vault)
-    catalog.sync()
+    catalog, paths, hubs = _expansion_setup(vault)
     rng = random.Random(9)
-    paths = sorted(vault.state.file_stats())
-    hubs = sorted(paths, key=lambda p: -vault.graph.in_degree(p))[:5]
     for trial in range(30):
         archived = set(rng.sample(paths, 60))
         lookups: list[int] = []
@@ -409,11 +411,8 @@ def test_link_expansion_equals_the_reference_when_archived_linkers_reorder_a_hub
 
     vault = gen_vault
     graph = vault.graph
-    catalog = catalog_for(vault)
-    catalog.sync()
+    catalog, paths, hubs = _expansion_setup(vault, hubs=8)
     rng = random.Random(11)
-    paths = sorted(vault.state.file_stats())
-    hubs = sorted(paths, key=lambda p: -graph.in_degree(p))[:8]
     for trial in range(40):
         hub = rng.choice(hubs)
         near = {o for o, _ in [*graph.inbound(hub), *graph.outbound(hub)]}
