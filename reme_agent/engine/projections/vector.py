@@ -500,7 +500,7 @@ class VectorProjection:
         are read back, as chroma stores them (its cosine index re-normalises them, so what
         was sent can differ in the last bit)."""
         if not self.flat.ready:
-            self.flat.invalidate()   # a copy in flight predates the write
+            self.flat.apply()   # a copy in flight predates the write
             return
         try:
             got: dict[str, np.ndarray] = {}

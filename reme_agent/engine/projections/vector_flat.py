@@ -66,13 +66,17 @@ class FlatIndex:
     def apply(self, upserted: Sequence[str] = (), vecs: np.ndarray | None = None,
               deleted: Sequence[str] = ()) -> None:
         """Follow this process's own write (it landed in chroma): replace or add the
-        `upserted` rows (`vecs`: as chroma stores them, read back), drop the `deleted` ones. Copy-on-write, so a query in another
-        thread sees the copy before or after, never half of it; a build in flight is void."""
+        `upserted` rows (`vecs`: as chroma stores them, read back), drop the `deleted`
+        ones. Copy-on-write, so a query in another thread sees the copy before or after,
+        never half of it; a build in flight is void. A store known to be over the limit
+        stays so (no count before every query of a process that writes) until a switch or
+        reopen (`invalidate`)."""
         with self._lock:
+            too_big = self._too_big_at == self._epoch
             self._epoch += 1
             ready = self._ready
             if ready is None:
-                self._too_big_at = None
+                self._too_big_at = self._epoch if too_big else None
                 return
             ids, rows, matrix = ready
             gone = {*deleted, *upserted}
