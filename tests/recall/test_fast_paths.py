@@ -522,3 +522,24 @@ def test_a_search_reports_its_stages(gen_vault: Vault, monkeypatch: pytest.Monke
     with collect(other):
         pass
     assert other.seconds == {}
+
+
+def test_factored_scores_equal_combining_each_hit_alone(gen_vault: Vault) -> None:
+    """Factors are worked out once per note and only the arithmetic per hit: every hit's
+    score must be, to the last bit, `combine(evidence.boosted(hit), node_factors(note))`,
+    and hits sorted by (tier, score, path, line)."""
+    from reme_agent.recall.factors import combine, node_factors
+    from reme_agent.recall.search import _ranked
+
+    vault = gen_vault
+    opts = vault.settings.search
+    for q in [*_queries(vault), "Topic 3 who owns it", "主题 12"]:
+        hits, ctx, _ = _ranked(vault, q, opts, include_archived=False, prefix=None,
+                               layers=None, query_rewrite=None, now=NOW, candidates=50)
+        assert hits
+        for hit in hits:
+            factors = node_factors(ctx, hit.path)
+            assert hit.factors == factors
+            assert hit.score == combine(ctx.evidence.boosted(hit, opts), factors), (q, hit.path)
+        keys = [(-ctx.evidence.tier(h.path), -h.score, h.path, h.start_line) for h in hits]
+        assert keys == sorted(keys)
