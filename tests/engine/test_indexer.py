@@ -175,3 +175,37 @@ def test_links_to_existing_non_note_files_are_not_dangling(vault: Vault) -> None
     (vault.root / "resource/paper.pdf").write_bytes(b"%PDF-1.4 binary")
     vault.refresh(["resource/paper.pdf"])
     assert not vault.graph.is_dangling("resource/paper.pdf")
+
+
+def test_index_runs_leave_the_vector_index_unloaded_and_a_search_warms_it(
+        vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chroma loads a whole collection on its first call (1.4 GB at 100k notes): a process
+    that only indexes must not load it for nothing (a frontmatter-only edit writes no
+    vector; a full rebuild writes a new collection), while a search process starts early."""
+    from reme_agent.engine.projections.vector import VectorProjection
+
+    vault.index()
+    warmed: list[str] = []
+    real_warm = VectorProjection.warm
+
+    def counting_warm(self: VectorProjection) -> None:
+        warmed.append(self.name)
+        real_warm(self)
+
+    monkeypatch.setattr(VectorProjection, "warm", counting_warm)
+    path = vault.root / "knowledge/bm25/bm25.md"
+    path.write_text(path.read_text().replace("title: BM25", "title: BM25\nstatus: draft"))
+    fresh = open_vault(vault.root, HASH)
+    try:
+        assert fresh.refresh(["knowledge/bm25/bm25.md"]).embedded == 0
+        fresh.index()
+        fresh.index(full=True)
+        assert warmed == []
+    finally:
+        fresh.close()
+    reader = open_vault(vault.root, HASH)
+    try:
+        assert search_blocks(reader, "Okapi term frequency", 1)[0].path == "knowledge/bm25/bm25.md"
+        assert len(warmed) == 1
+    finally:
+        reader.close()
