@@ -49,6 +49,11 @@ _CRC_AT = struct.calcsize("=8sIIIIQ")     # the crc covers every byte but its ow
 _U32 = 0xFFFFFFFF
 _CHUNK = 16_384                       # entries per step of `full` (~5 ms, one switch interval)
 _STALE_TEMP = 3600.0                  # seconds after which another writer's temp file is junk
+KEEP_OTHERS = 4
+"""Other installs' dictionaries kept beside this one (each ~50 MB): the most recently used."""
+UNUSED_SECONDS = 14 * 86400.0
+"""Another install's dictionary not opened for this long is removed when a new one is written."""
+_TOUCH_EVERY = 86400.0                # an open marks its file used at most once a day
 
 
 def cache_path() -> Path:
@@ -170,7 +175,9 @@ def open_cached(path: Path | None = None) -> CompactDict | None:
         path = path or cache_path()
         if not path.is_file():
             return None
-        return CompactDict(path)
+        compact = CompactDict(path)
+        _mark_used(path)
+        return compact
     except (OSError, ValueError) as exc:
         log.debug("not using the compact jieba dictionary (%s: %s)", type(exc).__name__, exc)
         return None
@@ -188,6 +195,7 @@ def write_cache(freq: Mapping[str, int], total: int, path: Path | None = None) -
         # the temp file first: a read-only cache costs no encoding (0.4 s)
         with replaced(path, prefix=".jieba-", suffix=".tmp") as f:
             f.write(_encode(freq, total))
+        _remove_unused_dicts(path)
         return True
     except (OSError, ValueError) as exc:
         log.debug("could not write the compact jieba dictionary (%s: %s)",
@@ -228,6 +236,37 @@ def _encode(freq: Mapping[str, int], total: int) -> bytes:
     head = _HEADER.pack(MAGIC, FORMAT, words, slots_n, len(blob), total, 0)
     crc = zlib.crc32(body, zlib.crc32(head[_CRC_AT + 4:], zlib.crc32(head[:_CRC_AT])))
     return head[:_CRC_AT] + struct.pack("=I", crc) + head[_CRC_AT + 4:] + body
+
+
+def _mark_used(path: Path) -> None:
+    """Stamp the file as used (its mtime), at most once a day: what `_remove_unused_dicts`
+    of another install goes by."""
+    with contextlib.suppress(OSError):
+        if time.time() - path.stat().st_mtime > _TOUCH_EVERY:
+            os.utime(path)
+
+
+def _remove_unused_dicts(written: Path) -> None:
+    """Remove other installs' dictionaries once a new one is written: those unused for
+    `UNUSED_SECONDS`, and all but the `KEEP_OTHERS` most recently used.
+
+    Why: the name follows ``dict.txt``'s mtime, so every new environment that installs
+    jieba (a venv, an upgrade, a CI run) writes its own ~50 MB file; without this a
+    developer's cache held 40 of them (2.1 GB). A file removed while another process maps
+    it stays readable to that process (POSIX), and an install whose file went writes it
+    again on its next start."""
+    others = []
+    for other in written.parent.glob("jieba-*.dict"):
+        if other.name == written.name:
+            continue
+        with contextlib.suppress(OSError):
+            others.append((other.stat().st_mtime, other))
+    others.sort(reverse=True)
+    now = time.time()
+    for rank, (mtime, other) in enumerate(others):
+        if rank >= KEEP_OTHERS or now - mtime > UNUSED_SECONDS:
+            with contextlib.suppress(OSError):
+                other.unlink()
 
 
 def _remove_stale_temps(folder: Path) -> None:

@@ -13,6 +13,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -380,3 +381,34 @@ def test_the_warm_up_loads_the_full_dictionary_only_after_the_first_answer(
     hits, at_answer, later = json.loads(proc.stdout.strip().splitlines()[-1])
     assert hits == ["knowledge/向量.md"]
     assert at_answer is False and later is loaded_later
+
+
+def test_writing_a_dictionary_removes_other_installs_unused_ones(
+        tmp_path: Path, reference: Any) -> None:
+    """Each jieba install (venv, upgrade) names its own ~50 MB file: a new one removes the
+    others unused for two weeks and keeps only the most recently used few."""
+    now = time.time()
+    ages_days = [0.5, 1, 2, 3, 4, 5, 20, 40]   # 6 recent (2 beyond the cap) + 2 unused
+    others = []
+    for i, age in enumerate(ages_days):
+        other = tmp_path / f"jieba-0.42.1-{i:08x}.dict"
+        other.write_bytes(b"another install")
+        os.utime(other, (now - age * 86400, now - age * 86400))
+        others.append(other)
+    unrelated = tmp_path / "names-cache.bin"
+    unrelated.write_bytes(b"not ours to remove")
+    os.utime(unrelated, (now - 90 * 86400, now - 90 * 86400))
+    written = tmp_path / "jieba-0.42.1-ffffffff.dict"
+    assert jieba_dict.write_cache(reference.FREQ, reference.total, written)
+    kept = [p for p in others if p.exists()]
+    assert kept == others[:jieba_dict.KEEP_OTHERS]
+    assert written.exists() and unrelated.exists()
+
+
+def test_opening_a_dictionary_marks_it_used(tmp_path: Path, compact_file: Path) -> None:
+    copy = tmp_path / "jieba-0.42.1-00000001.dict"
+    copy.write_bytes(compact_file.read_bytes())
+    old = time.time() - 10 * 86400
+    os.utime(copy, (old, old))
+    assert jieba_dict.open_cached(copy) is not None
+    assert time.time() - copy.stat().st_mtime < 60
