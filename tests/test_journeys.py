@@ -1,0 +1,42 @@
+"""What a user trips over on a fresh machine (the user-journey sweep, 2026-12-02).
+
+Each test is one step a user took that used to end in a traceback, a wrong message or a
+failed command; the vault, the index and the command line are real.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from reme_agent.cli import main
+
+
+@pytest.fixture(autouse=True)
+def hash_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REME_EMBEDDER__NAME", "hash")
+
+
+def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert err.startswith("Error: ")
+    return err
+
+
+@pytest.mark.parametrize("command", ["init", "index"])
+def test_a_file_given_as_the_vault_is_a_one_line_user_error(
+        command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    note = tmp_path / "note.md"
+    note.write_text("# a note\n")
+    assert main([command, "--vault", str(note)]) == 1
+    assert "is a file, not a vault folder" in one_error_line(capsys)
+    assert note.read_text() == "# a note\n"
+
+
+def test_init_under_a_file_is_a_one_line_user_error(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "note.md").write_text("x")
+    assert main(["init", "--vault", str(tmp_path / "note.md" / "vault")]) == 1
+    assert "Cannot create the vault folder" in one_error_line(capsys)
