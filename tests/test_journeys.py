@@ -6,6 +6,7 @@ failed command; the vault, the index and the command line are real.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -40,3 +41,18 @@ def test_init_under_a_file_is_a_one_line_user_error(tmp_path: Path,
     (tmp_path / "note.md").write_text("x")
     assert main(["init", "--vault", str(tmp_path / "note.md" / "vault")]) == 1
     assert "Cannot create the vault folder" in one_error_line(capsys)
+
+
+def test_lint_runs_on_a_vault_without_a_knowledge_folder(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A plain Obsidian vault (notes at the top, no knowledge/) lints like any other."""
+    vault = tmp_path / "obsidian"
+    vault.mkdir()
+    (vault / "Ideas.md").write_text("See [[Missing note]].\n")
+    assert main(["lint", "--vault", str(vault), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["orphans"]["count"] == 0
+    assert [i["target"] for i in report["dangling"]["items"]] == ["Missing note"]
+    # an explicit folder that does not exist is still the user's mistake
+    assert main(["lint", "--vault", str(vault), "--folder", "knowledge"]) == 1
+    assert "No folder 'knowledge'" in one_error_line(capsys)

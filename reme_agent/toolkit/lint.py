@@ -80,8 +80,11 @@ def lint_orphans(vault: Vault, folder: str = KNOWLEDGE) -> ToolResult:
     """Knowledge notes that nothing links to and that link to nothing (isolated islands).
 
     Args:
-        folder: Which notes to check; default "knowledge".
+        folder: Which notes to check; default "knowledge" (a vault without that folder,
+            e.g. a plain Obsidian vault, has none to check: "" checks the whole vault).
     """
+    if folder == KNOWLEDGE and not vault.store.is_dir(KNOWLEDGE):  # the default, not a typo
+        return _report("orphans", [], [])
     base = norm_folder(vault, folder)
     view = vault.view()
     linked_to: set[str] = set()
