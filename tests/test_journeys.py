@@ -56,3 +56,24 @@ def test_lint_runs_on_a_vault_without_a_knowledge_folder(
     # an explicit folder that does not exist is still the user's mistake
     assert main(["lint", "--vault", str(vault), "--folder", "knowledge"]) == 1
     assert "No folder 'knowledge'" in one_error_line(capsys)
+
+
+def test_daily_write_says_appended_when_it_appends(tmp_path: Path) -> None:
+    """An agent told "Replaced" after an append believes it lost the earlier entry."""
+    from reme_agent import Settings, open_vault
+    from reme_agent.toolkit import get_tool
+
+    vault = open_vault(tmp_path / "v", Settings(), create=True)
+    try:
+        daily_write = get_tool("daily_write").fn
+        first = daily_write(vault, slug="standup", body="Shipped the parser.")
+        assert first.text.startswith("Created daily/")
+        second = daily_write(vault, slug="standup", body="Reviewed the indexer.")
+        path = second.data["path"]
+        assert second.text.startswith(f"Appended to {path} (stamp ")
+        text = (vault.root / path).read_text(encoding="utf-8")
+        assert "Shipped the parser." in text and "Reviewed the indexer." in text
+        third = daily_write(vault, slug="standup", body="Only this.", mode="replace")
+        assert third.text.startswith(f"Replaced {path} (stamp ")
+    finally:
+        vault.close()

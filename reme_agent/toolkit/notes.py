@@ -319,10 +319,12 @@ def restyled(vault: Vault, path: str, old_text: str | None, new_text: str) -> st
     return new_text if body == parts.body else parts.head + body
 
 
-def written(vault: Vault, path: str, stamp: str, text: str, *, created: bool) -> ToolResult:
-    """The answer of a note write (re-indexed so `search` sees it at once)."""
+def written(vault: Vault, path: str, stamp: str, text: str, *, created: bool,
+            verb: str | None = None) -> ToolResult:
+    """The answer of a note write (re-indexed so `search` sees it at once); `verb` says what
+    happened to an existing note when it was not replaced (a model trusts the word)."""
     warning = vault.try_refresh([path])
-    verb = "Created" if created else "Replaced"
+    verb = "Created" if created else verb or "Replaced"
     data = {"path": path, "stamp": stamp, "created": created,
             "bytes": len(text.encode("utf-8")), "warning": warning}
     return ToolResult(data, f"{verb} {path} (stamp {stamp})" + (f"; {warning}" if warning else ""))
