@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 from tenacity import wait_none
@@ -143,3 +144,19 @@ def test_non_retryable_model_errors_end_the_job_with_a_clear_error(vault) -> Non
     result = run_synchronizer(vault, [{"role": "user", "content": "hi"}], model=model,
                               today=TODAY)
     assert result.error == "ValueError: bad request" and not result.ok and len(model.calls) == 1
+
+
+def test_a_model_that_cannot_be_reached_is_one_warning_line_without_v(vault, caplog) -> None:
+    """An unreachable server (Ollama not running) printed a 30-line traceback on stderr."""
+    caplog.set_level(logging.WARNING)
+    result = run_synchronizer(vault, [{"role": "user", "content": "hi"}], today=TODAY,
+                              model=ScriptedChatModel([ConnectionError("Failed to connect")]))
+    assert result.error == "ConnectionError: Failed to connect"
+    stopped = [r for r in caplog.records if r.message.startswith("job agent stopped")]
+    assert len(stopped) == 1 and not stopped[0].exc_info
+    caplog.clear()
+    caplog.set_level(logging.INFO)  # -v: the traceback is there for whoever asks
+    run_synchronizer(vault, [{"role": "user", "content": "hi"}], today=TODAY,
+                     model=ScriptedChatModel([ConnectionError("Failed to connect")]))
+    stopped = [r for r in caplog.records if r.message.startswith("job agent stopped")]
+    assert stopped and stopped[0].exc_info
