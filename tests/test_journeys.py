@@ -77,3 +77,30 @@ def test_daily_write_says_appended_when_it_appends(tmp_path: Path) -> None:
         assert third.text.startswith(f"Replaced {path} (stamp ")
     finally:
         vault.close()
+
+
+@pytest.mark.parametrize(("dataset", "name", "content"), [
+    ("locomo", "locomo_dev.json", '{"a": 1}'),
+    ("locomo", "locomo_dev.json", '[{"sample_id": "x"}]'),
+    ("locomo", "locomo_dev.json", "not json"),
+    ("cmrc", "cmrc2018_dev_half.json", "[1, 2]"),
+])
+def test_eval_data_of_the_wrong_shape_is_a_one_line_user_error(
+        dataset: str, name: str, content: str, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / name).write_text(content, encoding="utf-8")
+    code = main(["eval", "--dataset", dataset, "--data", str(tmp_path), "--embedder", "hash",
+                 "--limit", "2", "--no-progress", "--out", str(tmp_path / "out"),
+                 "--work", str(tmp_path / "work")])
+    assert code == 1
+    err = one_error_line(capsys)
+    assert f"The eval data file {tmp_path / name} is not" in err and "--data FOLDER" in err
+
+
+def test_eval_data_given_as_the_file_says_to_pass_its_folder(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = tmp_path / "locomo_dev.json"
+    data.write_text("[]", encoding="utf-8")
+    assert main(["eval", "--dataset", "locomo", "--data", str(data), "--embedder", "hash",
+                 "--no-progress", "--out", str(tmp_path / "out")]) == 1
+    assert f"The eval data path {data} is a file." in one_error_line(capsys)
