@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import sys
 import time
 from collections.abc import Callable
 from importlib import resources
@@ -41,6 +43,17 @@ def copy_sample_vault(target: Path) -> int:
 
     walk(source, Path())
     return count
+
+
+def _command() -> str:
+    """How to type `reme-agent` here: `make demo` installs it in .venv/bin, not on PATH."""
+    here = Path(sys.executable).parent / "reme-agent"
+    found = shutil.which("reme-agent")
+    if (found and Path(found).resolve() == here.resolve()) or not here.is_file():
+        return "reme-agent"
+    with contextlib.suppress(ValueError):
+        return str(here.relative_to(Path.cwd()))
+    return str(here)
 
 
 def run_demo(path: Path, settings: Settings, fresh: bool = False,
@@ -87,7 +100,7 @@ def run_demo(path: Path, settings: Settings, fresh: bool = False,
             queries.append({"query": query, "results": hits})
     finally:
         vault.close()
-    say(f"\nvault: {path.resolve()}  -  try: reme-agent search \"...\" --vault {path}")
+    say(f"\nvault: {path.resolve()}  -  try: {_command()} search \"...\" --vault {path}")
     return {"vault": str(path.resolve()), "copied": copied,
             "index": {"files": report.files, "blocks": report.blocks,
                       "embedded": report.embedded, "seconds": seconds},

@@ -104,3 +104,21 @@ def test_eval_data_given_as_the_file_says_to_pass_its_folder(
     assert main(["eval", "--dataset", "locomo", "--data", str(data), "--embedder", "hash",
                  "--no-progress", "--out", str(tmp_path / "out")]) == 1
     assert f"The eval data path {data} is a file." in one_error_line(capsys)
+
+
+def test_the_demo_hint_names_a_command_that_runs_after_make_demo(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make demo` installs reme-agent into .venv/bin, which is not on PATH."""
+    import subprocess
+    import sys
+
+    from reme_agent import Settings
+    from reme_agent.demo import run_demo
+
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing-here"))
+    lines: list[str] = []
+    run_demo(tmp_path / "demo", Settings(embedder={"name": "hash"}), echo=lines.append)
+    command = lines[-1].split("try: ", 1)[1].split(" search ", 1)[0]
+    assert command != "reme-agent"
+    out = subprocess.run([command, "--help"], capture_output=True, text=True, check=True)
+    assert "reme-agent" in out.stdout
