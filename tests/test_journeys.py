@@ -110,7 +110,6 @@ def test_the_demo_hint_names_a_command_that_runs_after_make_demo(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`make demo` installs reme-agent into .venv/bin, which is not on PATH."""
     import subprocess
-    import sys
 
     from reme_agent import Settings
     from reme_agent.demo import run_demo
@@ -122,3 +121,24 @@ def test_the_demo_hint_names_a_command_that_runs_after_make_demo(
     assert command != "reme-agent"
     out = subprocess.run([command, "--help"], capture_output=True, text=True, check=True)
     assert "reme-agent" in out.stdout
+
+
+def test_a_list_option_takes_the_json_list_its_help_shows(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`tool graph_traverse --help` shows seeds as ["knowledge/bm25/bm25.md"] (the model's
+    description); typed like that, the option looked for a file named '["knowledge/..."]'."""
+    vault = tmp_path / "v"
+    for name, body in [("a", "See [[b]] and [[c]].\n"), ("b", "B.\n"), ("c", "C.\n")]:
+        (vault / "knowledge" / name).mkdir(parents=True)
+        (vault / "knowledge" / name / f"{name}.md").write_text(body, encoding="utf-8")
+    assert main(["index", "--vault", str(vault)]) == 0
+    capsys.readouterr()
+    assert main(["tool", "graph_traverse", "--vault", str(vault), "--json",
+                 "--seeds", '["knowledge/b/b.md", "knowledge/c/c.md"]', "--seeds", "[draft]",
+                 "--direction", "in"]) == 1
+    assert "No file at '[draft]'" in one_error_line(capsys)  # a plain "[name]" stays a name
+    assert main(["tool", "graph_traverse", "--vault", str(vault), "--json",
+                 "--seeds", '["knowledge/b/b.md", "knowledge/c/c.md"]', "--direction", "in"]) == 0
+    rows = json.loads(capsys.readouterr().out)["edges"]
+    assert {(r["source"], r["target"]) for r in rows} == {
+        ("knowledge/a/a.md", "knowledge/b/b.md"), ("knowledge/a/a.md", "knowledge/c/c.md")}
