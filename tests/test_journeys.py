@@ -142,3 +142,19 @@ def test_a_list_option_takes_the_json_list_its_help_shows(
     rows = json.loads(capsys.readouterr().out)["edges"]
     assert {(r["source"], r["target"]) for r in rows} == {
         ("knowledge/a/a.md", "knowledge/b/b.md"), ("knowledge/a/a.md", "knowledge/c/c.md")}
+
+
+def test_the_distill_prompt_names_its_own_bad_date_argument(tmp_path: Path) -> None:
+    """The MCP prompt's argument is `date`; the error called it `start` (daily_list's)."""
+    from reme_agent import Settings, open_vault
+    from reme_agent.errors import InvalidArgument
+    from reme_agent.mcp_prompts import distill_prompt
+
+    vault = open_vault(tmp_path / "v", Settings(), create=True)
+    try:
+        with pytest.raises(InvalidArgument, match=r"^date '2026-99-01' is not a date\."):
+            distill_prompt(vault, date="2026-99-01")
+        with pytest.raises(InvalidArgument, match="No active daily notes on 2026-11-30"):
+            distill_prompt(vault, date=" 2026-11-30 ")
+    finally:
+        vault.close()
