@@ -158,3 +158,40 @@ def test_the_distill_prompt_names_its_own_bad_date_argument(tmp_path: Path) -> N
             distill_prompt(vault, date=" 2026-11-30 ")
     finally:
         vault.close()
+
+
+def claude_line(role: str, text: str) -> str:
+    return json.dumps({"type": role, "message": {"role": role, "content": text}})
+
+
+@pytest.mark.parametrize("shape", ["jsonl", "one-line", "wrapped-list"])
+def test_sync_reads_a_claude_code_transcript_like_the_hooks_do(
+        shape: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`sync --messages ~/.claude/.../s.jsonl` said "Cannot read: Extra data: line 2"; a
+    transcript of one line, or a list of Claude's wrapped lines, recorded nothing."""
+    lines = [claude_line("user", "Rotate the JWT key every 30 days."),
+             claude_line("assistant", "Noted: 30 days, old key valid for 24 hours.")]
+    lines = lines[:1] if shape == "one-line" else lines
+    text = "\n".join(lines) + "\n" if shape != "wrapped-list" else "[" + ",".join(lines) + "]"
+    transcript = tmp_path / "s.jsonl"
+    transcript.write_text(text, encoding="utf-8")
+    vault = tmp_path / "v"
+    assert main(["init", "--vault", str(vault)]) == 0
+    assert main(["sync", "--vault", str(vault), "--messages", str(transcript), "--json",
+                 "--mode", "transcript", "--session-id", "cc-1", "--date", "2026-11-30"]) == 0
+    out = capsys.readouterr().out
+    result = json.loads(out[out.index("{"):])
+    assert result["turns"]["new"] == len(lines)
+    note = (vault / result["written"][0]).read_text(encoding="utf-8")
+    assert "Rotate the JWT key every 30 days." in note
+
+
+def test_sync_of_a_file_without_messages_is_a_one_line_user_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "chat.json"
+    bad.write_text('"just a string"', encoding="utf-8")
+    vault = tmp_path / "v"
+    vault.mkdir()
+    assert main(["sync", "--vault", str(vault), "--messages", str(bad)]) == 1
+    assert "holds no list of messages" in one_error_line(capsys)
+    assert not (vault / "daily").exists()

@@ -90,7 +90,8 @@ def parse_event(raw: str | bytes | dict[str, Any] | HookEvent | None) -> HookEve
 
 
 def event_messages(event: HookEvent) -> list[Any]:
-    """The session's messages: `messages`, else the transcript file (JSONL or a JSON list)."""
+    """The session's messages: `messages`, else the transcript file (a JSON list,
+    `{"messages": [...]}` or JSONL; Claude Code's `{"type", "message"}` lines unwrapped)."""
     if event.messages is not None:
         return list(event.messages)
     if not event.transcript_path:
@@ -110,10 +111,16 @@ def event_messages(event: HookEvent) -> list[Any]:
                               "was recorded.") from None
     try:
         whole = json.loads(text)
-        items = whole if isinstance(whole, list) else whole.get("messages", [])
     except json.JSONDecodeError:
-        items = [_jsonl_line(path, n, line) for n, line in enumerate(text.splitlines(), 1)
+        whole = [_jsonl_line(path, n, line) for n, line in enumerate(text.splitlines(), 1)
                  if line.strip()]
+    # {"messages": [...]}, or one JSONL line (a transcript of one message) parsed whole
+    items = whole.get("messages", [whole]) if isinstance(whole, dict) else whole
+    if not isinstance(items, list):
+        raise InvalidArgument(f"The transcript file {str(path)!r} holds no list of messages; "
+                              "nothing was recorded.",
+                              'Send a JSON list of messages ({"role", "content"} each), '
+                              '{"messages": [...]}, or JSONL, one message a line.')
     out = []
     for item in items:
         # Claude Code lines wrap the message: {"type": "user", "message": {role, content}}
