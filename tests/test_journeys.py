@@ -195,3 +195,38 @@ def test_sync_of_a_file_without_messages_is_a_one_line_user_error(
     assert main(["sync", "--vault", str(vault), "--messages", str(bad)]) == 1
     assert "holds no list of messages" in one_error_line(capsys)
     assert not (vault / "daily").exists()
+
+
+def files_of(root: Path) -> dict[str, bytes]:
+    """Every file a person sees in the vault (dot-folders such as .reme/ left out)."""
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*")
+            if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)}
+
+
+def test_session_end_writes_what_the_model_decided_and_nothing_else(tmp_path: Path) -> None:
+    import datetime as dt
+
+    from reme_agent.hooks import run_hook
+    from reme_agent.testing import ScriptedChatModel, TextBlock, tool_call
+    from tests.jobs.conftest import build
+
+    today = dt.date(2026, 11, 30)
+    vault = build(tmp_path / "v")
+    try:
+        before = files_of(vault.root)
+        new = f"daily/{today.isoformat()}/release/release.md"
+        model = ScriptedChatModel([
+            [tool_call("s1", "daily_write", slug="release", body="## Progress\n- Tagged v1.2.\n")],
+            [TextBlock(text="recorded")],
+            [tool_call("d1", "daily_read", path=new)],
+            [TextBlock(text="nothing durable")],  # the model decides to write nothing
+        ])
+        report = run_hook("session_end", vault, {"session_id": "r1", "messages": [
+            {"role": "user", "content": "tag the release"}]}, model=model, today=today)
+        assert report["sync"]["created"] == [new] and report["distill"]["written"] == []
+        after = files_of(vault.root)
+        changed = {p for p in before.keys() | after.keys() if before.get(p) != after.get(p)}
+        assert changed == {new}
+        assert "- Tagged v1.2." in after[new].decode()
+    finally:
+        vault.close()
