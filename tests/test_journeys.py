@@ -230,3 +230,25 @@ def test_session_end_writes_what_the_model_decided_and_nothing_else(tmp_path: Pa
         assert "- Tagged v1.2." in after[new].decode()
     finally:
         vault.close()
+
+
+def test_demo_fresh_never_deletes_a_folder_that_is_not_a_demo_vault(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`reme-agent demo --vault ~/Obsidian/Work --fresh` deleted the whole vault."""
+    mine = tmp_path / "Work"
+    (mine / "Projects").mkdir(parents=True)
+    (mine / "Projects" / "Plan.md").write_text("# my plan\n", encoding="utf-8")
+    assert main(["demo", "--vault", str(mine), "--fresh", "--no-progress"]) == 1
+    err = one_error_line(capsys)
+    assert "is not a demo vault" in err and "'Projects/Plan.md'" in err
+    assert (mine / "Projects" / "Plan.md").read_text(encoding="utf-8") == "# my plan\n"
+
+    demo = tmp_path / "demo-vault"  # a real demo vault is rebuilt, its edits undone
+    assert main(["demo", "--vault", str(demo), "--json"]) == 0
+    edited = next(demo.glob("knowledge/*/*.md"))
+    edited.write_text("changed\n", encoding="utf-8")
+    capsys.readouterr()
+    assert main(["demo", "--vault", str(demo), "--fresh", "--json"]) == 0
+    assert edited.read_text(encoding="utf-8") != "changed\n"
+    assert main(["demo", "--vault", str(mine / "Projects" / "Plan.md")]) == 1
+    assert "is a file" in one_error_line(capsys)
