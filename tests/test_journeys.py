@@ -252,3 +252,12 @@ def test_demo_fresh_never_deletes_a_folder_that_is_not_a_demo_vault(
     assert edited.read_text(encoding="utf-8") != "changed\n"
     assert main(["demo", "--vault", str(mine / "Projects" / "Plan.md")]) == 1
     assert "is a file" in one_error_line(capsys)
+
+
+def test_bench_without_eval_data_names_the_option_that_needs_none(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """On a fresh clone `reme-agent bench` (real text by default) needs LoCoMo / CMRC files."""
+    assert main(["bench", "--notes", "10", "--queries", "5", "--data", str(tmp_path / "none"),
+                 "--out", str(tmp_path / "out"), "--skip", "maintain", "--skip", "autolink"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]  # after the bench's progress lines
+    assert err.startswith("Error: The eval data file") and "`reme-agent bench --text vocab`" in err
