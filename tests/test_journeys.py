@@ -261,3 +261,17 @@ def test_bench_without_eval_data_names_the_option_that_needs_none(
                  "--out", str(tmp_path / "out"), "--skip", "maintain", "--skip", "autolink"]) == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]  # after the bench's progress lines
     assert err.startswith("Error: The eval data file") and "`reme-agent bench --text vocab`" in err
+
+
+def test_search_layers_take_the_json_list_its_help_shows(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    vault = tmp_path / "v"
+    for path in ["knowledge/otters/otters.md", "daily/2026-11-30/otters/otters.md"]:
+        (vault / path).parent.mkdir(parents=True)
+        (vault / path).write_text("Sea otters hold hands while sleeping.\n", encoding="utf-8")
+    assert main(["index", "--vault", str(vault)]) == 0
+    capsys.readouterr()
+    assert main(["search", "otters", "--vault", str(vault), "--json",
+                 "--layers", '["daily"]']) == 0
+    results = json.loads(capsys.readouterr().out)["results"]
+    assert [r["path"] for r in results] == ["daily/2026-11-30/otters/otters.md"]

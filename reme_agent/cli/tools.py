@@ -275,11 +275,11 @@ def _value(p: inspect.Parameter, raw: Any) -> Any:
         except json.JSONDecodeError:
             return raw
     if isinstance(raw, tuple):
-        return [item for value in raw for item in _listed(value)]
+        return [item for value in raw for item in list_values(value)]
     return raw
 
 
-def _listed(value: Any) -> list[Any]:
+def list_values(value: Any) -> list[Any]:
     """One value of a repeatable option; a JSON list counts as its items, as the tool's
     description (written for models) shows them: --seeds '["a.md", "b.md"]'."""
     if isinstance(value, str) and value.lstrip().startswith("["):
