@@ -6,6 +6,7 @@ failed command; the vault, the index and the command line are real.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -275,3 +276,19 @@ def test_search_layers_take_the_json_list_its_help_shows(
                  "--layers", '["daily"]']) == 0
     results = json.loads(capsys.readouterr().out)["results"]
     assert [r["path"] for r in results] == ["daily/2026-11-30/otters/otters.md"]
+
+
+def test_build_toolkit_takes_one_group_or_tool_name_as_a_string(tmp_path: Path) -> None:
+    from reme_agent import Settings, build_toolkit, open_vault
+    from reme_agent.toolkit.registry import select
+
+    assert [s.name for s in select(only="search")] == ["search"]
+    assert {s.group for s in select(groups="read", tier="expert")} == {"read"}
+    vault = open_vault(tmp_path / "v", Settings(), create=True)
+    try:
+        toolkit = build_toolkit(vault, groups="retrieve")
+        names = {t["function"]["name"] for t in asyncio.run(toolkit.get_tool_schemas())}
+        assert names == {s.name for s in select(groups=["retrieve"])} == {"search",
+                                                                           "graph_traverse"}
+    finally:
+        vault.close()
