@@ -292,3 +292,18 @@ def test_build_toolkit_takes_one_group_or_tool_name_as_a_string(tmp_path: Path) 
                                                                            "graph_traverse"}
     finally:
         vault.close()
+
+
+def test_eval_without_matplotlib_says_so_before_running(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """After `pip install -e .` (no evals extra) the run finished, then died on the chart
+    with `internal error: ModuleNotFoundError`."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)   # as if not installed
+    assert main(["eval", "--dataset", "synthetic", "--limit", "2", "--embedder", "hash",
+                 "--no-progress", "--out", str(tmp_path / "out"),
+                 "--work", str(tmp_path / "work")]) == 1
+    assert "pip install -e '.[evals]'" in one_error_line(capsys)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "work").exists()
