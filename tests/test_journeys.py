@@ -307,3 +307,19 @@ def test_eval_without_matplotlib_says_so_before_running(
                  "--work", str(tmp_path / "work")]) == 1
     assert "pip install -e '.[evals]'" in one_error_line(capsys)
     assert not (tmp_path / "out").exists() and not (tmp_path / "work").exists()
+
+
+def test_ctrl_c_stops_the_mcp_server_like_serve_and_watch(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Ctrl-C is the way to stop a server: `serve`, `watch` and `worker` exit 0; `mcp`
+    printed "Aborted!" and exited 130."""
+    import reme_agent.mcp_server
+
+    def interrupted(*_args: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(reme_agent.mcp_server, "serve", interrupted)
+    (tmp_path / "v").mkdir()
+    assert main(["mcp", "--vault", str(tmp_path / "v"), "--no-warm"]) == 0
+    assert "Aborted" not in capsys.readouterr().err
