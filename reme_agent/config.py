@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import logging
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -348,7 +349,17 @@ def load_settings(
         where = ".".join(str(p) for p in first["loc"])
         if first["type"] == "extra_forbidden":
             raise ConfigError(f"Unknown config key {where!r}.", _known_keys(first["loc"])) from exc
-        raise ConfigError(f"Bad config value at {where}: {first['msg']}.") from exc
+        raise ConfigError(f"Bad config value at {where}: {first['msg']}.",
+                          _closest_value(first)) from exc
+
+
+def _closest_value(error: Mapping[str, Any]) -> str | None:
+    """"Did you mean 'openai'?" for a misspelled choice (provider: openia)."""
+    if error["type"] != "literal_error" or not isinstance(error.get("input"), str):
+        return None
+    allowed = re.findall(r"'([^']*)'", str(error.get("ctx", {}).get("expected", "")))
+    close = difflib.get_close_matches(error["input"], [a for a in allowed if a], n=1, cutoff=0.6)
+    return f"Did you mean {close[0]!r}?" if close else None
 
 
 def _known_keys(loc: tuple[Any, ...]) -> str:

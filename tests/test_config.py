@@ -66,6 +66,9 @@ def test_a_typo_names_the_key_it_was_meant_to_be(tmp_path: Path) -> None:
         load_settings([], environ={"REME_MODEL__PROVIDR": "openai"})
     with pytest.raises(ConfigError, match="^Unknown config key 'modle'. Did you mean 'model'"):
         load_settings([], environ={"REME_MODLE__PROVIDER": "openai"})
+    with pytest.raises(ConfigError, match=r"^Bad config value at model.provider: .* Did you "
+                                          r"mean 'openai'\?$"):
+        load_settings([], environ={"REME_MODEL__PROVIDER": "openia"})
 
 
 def test_a_yaml_syntax_error_is_one_line_with_its_place(tmp_path: Path) -> None:
