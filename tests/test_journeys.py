@@ -48,11 +48,15 @@ def test_lint_runs_on_a_vault_without_a_knowledge_folder(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A plain Obsidian vault (notes at the top, no knowledge/) lints like any other."""
     vault = tmp_path / "obsidian"
-    vault.mkdir()
-    (vault / "Ideas.md").write_text("See [[Missing note]].\n")
+    (vault / "audit" / "2026-12-01").mkdir(parents=True)
+    (vault / "audit" / "2026-12-01" / "health.md").write_text("# Health report\n")
+    (vault / "Ideas.md").write_text("See [[Missing note]] and [[Plan]].\n")
+    (vault / "Plan.md").write_text("# Plan\n")
+    (vault / "Lonely.md").write_text("# Nobody links here\n")
     assert main(["lint", "--vault", str(vault), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["orphans"]["count"] == 0
+    # the whole vault, as the maintain prompt checks it; audit/ reports are not orphans
+    assert [i["path"] for i in report["orphans"]["items"]] == ["Lonely.md"]
     assert [i["target"] for i in report["dangling"]["items"]] == ["Missing note"]
     # an explicit folder that does not exist is still the user's mistake
     assert main(["lint", "--vault", str(vault), "--folder", "knowledge"]) == 1
