@@ -327,3 +327,26 @@ def test_ctrl_c_stops_the_mcp_server_like_serve_and_watch(
     (tmp_path / "v").mkdir()
     assert main(["mcp", "--vault", str(tmp_path / "v"), "--no-warm"]) == 0
     assert "Aborted" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("path", "says"), [
+    ("knowledge/x/x", "Notes end in .md, e.g. 'knowledge/x/x.md'."),
+    ("knowledge/x", "e.g. 'knowledge/x.md' or, as its folder's note, 'knowledge/x/x.md'."),
+    ("notes.txt", "`write` makes notes (.md, .markdown); .txt files are attachments."),
+])
+def test_write_to_a_path_that_is_no_note_says_which_path_would_do(
+        path: str, says: str, tmp_path: Path) -> None:
+    """'knowledge/x/x' suggested 'knowledge/x/x/x.md'; a new .txt said it would "turn a
+    note into an attachment" (there was no note) and to "keep the file's extension"."""
+    from reme_agent import Settings, open_vault
+    from reme_agent.errors import InvalidArgument
+    from reme_agent.toolkit import get_tool
+
+    vault = open_vault(tmp_path / "v", Settings(), create=True)
+    try:
+        with pytest.raises(InvalidArgument) as got:
+            get_tool("write").fn(vault, path=path, body="hello")
+        assert says in str(got.value)
+        assert not any(p.is_file() for p in vault.root.rglob("*") if ".reme" not in p.parts)
+    finally:
+        vault.close()

@@ -205,8 +205,11 @@ def put_note(vault: Vault, path: str, body: str | None = None,
     its full path are written in the vault's link style (`naming.restyle_named_links`)."""
     norm = vault.store.normalize(path)
     if not PurePosixPath(norm).suffix:
+        name = PurePosixPath(norm).name
+        folder_note = "" if PurePosixPath(norm).parent.name == name else \
+            f" or, as its folder's note, '{norm}/{name}.md'"  # knowledge/x -> knowledge/x/x.md
         raise InvalidArgument(f"{norm!r} has no file extension.",
-                              f"Notes end in .md, e.g. '{norm}/{PurePosixPath(norm).name}.md'.")
+                              f"Notes end in .md, e.g. '{norm}.md'{folder_note}.")
     if text is not None and (body is not None or frontmatter is not None):
         raise InvalidArgument("Pass either `text`, or `frontmatter`/`body`, not both.")
     if text is None and body is None and frontmatter is None:
