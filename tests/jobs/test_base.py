@@ -186,14 +186,14 @@ def test_non_retryable_model_errors_end_the_job_with_a_clear_error(vault) -> Non
 
 def test_a_model_that_cannot_be_reached_is_one_warning_line_without_v(vault, caplog) -> None:
     """An unreachable server (Ollama not running) printed a 30-line traceback on stderr."""
-    caplog.set_level(logging.WARNING)
+    caplog.set_level(logging.WARNING, logger="reme_agent.jobs")  # as the CLI sets it, no -v
     result = run_synchronizer(vault, [{"role": "user", "content": "hi"}], today=TODAY,
                               model=ScriptedChatModel([ConnectionError("Failed to connect")]))
     assert result.error == "ConnectionError: Failed to connect"
     stopped = [r for r in caplog.records if r.message.startswith("job agent stopped")]
     assert len(stopped) == 1 and not stopped[0].exc_info
     caplog.clear()
-    caplog.set_level(logging.INFO)  # -v: the traceback is there for whoever asks
+    caplog.set_level(logging.INFO, logger="reme_agent.jobs")  # -v: the traceback is shown
     run_synchronizer(vault, [{"role": "user", "content": "hi"}], today=TODAY,
                      model=ScriptedChatModel([ConnectionError("Failed to connect")]))
     stopped = [r for r in caplog.records if r.message.startswith("job agent stopped")]
