@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,8 +18,11 @@ from reme_agent.cli import main
 
 
 @pytest.fixture(autouse=True)
-def hash_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
+def hash_embedder(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("REME_EMBEDDER__NAME", "hash")
+    level = logging.getLogger("reme_agent").level
+    yield
+    logging.getLogger("reme_agent").setLevel(level)  # `eval` quiets it in-process
 
 
 def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
