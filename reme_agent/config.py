@@ -9,8 +9,10 @@ Everything below the composition roots receives plain values as arguments.
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -280,8 +282,14 @@ def deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"Cannot read config {path}: {exc}") from exc
+    except OSError as exc:
+        raise ConfigError(f"Cannot read config {path}: {exc.strerror or exc}.") from exc
+    except yaml.YAMLError as exc:  # one line: the problem and where (pyyaml's text spans five)
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or " ".join(str(exc).split())
+        raise ConfigError(f"Cannot read config {path}: YAML syntax error{where}: {problem}.",
+                          "Fix the YAML (configs/default.yaml shows every key).") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"Config {path} must be a mapping at the top level.")
     return data
@@ -339,7 +347,35 @@ def load_settings(
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"Bad config value at {where}: {first['msg']}.") from exc
+        if first["type"] == "extra_forbidden":
+            raise ConfigError(f"Unknown config key {where!r}.", _known_keys(first["loc"])) from exc
+        raise ConfigError(f"Bad config value at {where}: {first['msg']}.",
+                          _closest_value(first)) from exc
+
+
+def _closest_value(error: Mapping[str, Any]) -> str | None:
+    """"Did you mean 'openai'?" for a misspelled choice (provider: openia)."""
+    if error["type"] != "literal_error" or not isinstance(error.get("input"), str):
+        return None
+    allowed = re.findall(r"'([^']*)'", str(error.get("ctx", {}).get("expected", "")))
+    close = difflib.get_close_matches(error["input"], [a for a in allowed if a], n=1, cutoff=0.6)
+    return f"Did you mean {close[0]!r}?" if close else None
+
+
+def _known_keys(loc: tuple[Any, ...]) -> str:
+    """The keys allowed beside a misspelled one, the closest first ("did you mean")."""
+    model: Any = Settings
+    for part in loc[:-1]:
+        field = model.model_fields.get(str(part))
+        model = field.annotation if field else None
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return "configs/default.yaml lists every key."
+    known = list(model.model_fields)
+    prefix = "".join(f"{p}." for p in loc[:-1])
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+    guess = f"Did you mean {prefix + close[0]!r}? " if close else ""
+    return (f"{guess}Keys {'in ' + prefix.rstrip('.') if prefix else 'at the top'}: "
+            f"{', '.join(known)} (configs/default.yaml lists every key).")
 
 
 def reference_yaml() -> str:

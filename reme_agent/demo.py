@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import sys
 import time
 from collections.abc import Callable
 from importlib import resources
@@ -10,6 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reme_agent.config import Settings
+from reme_agent.errors import VaultError
+from reme_agent.schema.layout import AUDIT, META
 
 if TYPE_CHECKING:
     from reme_agent.engine.progress import Progress
@@ -23,24 +27,51 @@ DEMO_QUERIES = (
 )
 
 
-def copy_sample_vault(target: Path) -> int:
-    """Copy the packaged sample notes into `target`; returns how many files were copied."""
-    source = resources.files("reme_agent") / "sample_vault"
-    count = 0
+def _sample_notes() -> dict[str, Any]:
+    """The packaged sample notes by vault-relative path."""
+    found: dict[str, Any] = {}
 
-    def walk(node, rel: Path) -> None:  # type: ignore[no-untyped-def]
-        nonlocal count
+    def walk(node, rel: str) -> None:  # type: ignore[no-untyped-def]
         for child in node.iterdir():
             if child.is_dir():
-                walk(child, rel / child.name)
+                walk(child, f"{rel}{child.name}/")
             elif child.name.endswith(".md"):
-                dest = target / rel / child.name
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                dest.write_bytes(child.read_bytes())
-                count += 1
+                found[rel + child.name] = child
 
-    walk(source, Path())
-    return count
+    walk(resources.files("reme_agent") / "sample_vault", "")
+    return found
+
+
+def copy_sample_vault(target: Path) -> int:
+    """Copy the packaged sample notes into `target`; returns how many files were copied."""
+    samples = _sample_notes()
+    for rel, source in samples.items():
+        dest = target / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(source.read_bytes())
+    return len(samples)
+
+
+def _not_demo_files(path: Path) -> list[str]:
+    """Files in `path` the demo did not make (its own records in audit/, meta/ and the
+    dot-folders aside): `--fresh` deletes the folder, so it must be the demo's."""
+    samples = _sample_notes()
+    own = (AUDIT + "/", META + "/")
+    return sorted(rel for f in path.rglob("*") if f.is_file()
+                  and not any(p.startswith(".") for p in f.relative_to(path).parts)
+                  and (rel := f.relative_to(path).as_posix()) not in samples
+                  and not rel.startswith(own))
+
+
+def _command() -> str:
+    """How to type `reme-agent` here: `make demo` installs it in .venv/bin, not on PATH."""
+    here = Path(sys.executable).parent / "reme-agent"
+    found = shutil.which("reme-agent")
+    if (found and Path(found).resolve() == here.resolve()) or not here.is_file():
+        return "reme-agent"
+    with contextlib.suppress(ValueError):
+        return str(here.relative_to(Path.cwd()))
+    return str(here)
 
 
 def run_demo(path: Path, settings: Settings, fresh: bool = False,
@@ -56,7 +87,16 @@ def run_demo(path: Path, settings: Settings, fresh: bool = False,
     from reme_agent.vault import open_vault
 
     say = echo or (lambda _text: None)
+    if path.exists() and not path.is_dir():
+        raise VaultError(f"{str(path)!r} is a file, not a folder for the demo vault.",
+                         "Pass a new folder with --vault.")
     if fresh and path.exists():
+        foreign = _not_demo_files(path)
+        if foreign:
+            raise VaultError(f"{str(path)!r} is not a demo vault ({len(foreign)} file(s) the "
+                             f"demo did not make, e.g. {foreign[0]!r}); --fresh deletes the "
+                             "folder, so nothing was changed.",
+                             "Pass a new folder with --vault, or delete this one yourself.")
         shutil.rmtree(path)
     new = not path.exists()
     path.mkdir(parents=True, exist_ok=True)
@@ -87,7 +127,7 @@ def run_demo(path: Path, settings: Settings, fresh: bool = False,
             queries.append({"query": query, "results": hits})
     finally:
         vault.close()
-    say(f"\nvault: {path.resolve()}  -  try: reme-agent search \"...\" --vault {path}")
+    say(f"\nvault: {path.resolve()}  -  try: {_command()} search \"...\" --vault {path}")
     return {"vault": str(path.resolve()), "copied": copied,
             "index": {"files": report.files, "blocks": report.blocks,
                       "embedded": report.embedded, "seconds": seconds},

@@ -35,7 +35,7 @@ from reme_agent.jobs.synchronizer import (
     render_transcript,
 )
 from reme_agent.schema.layout import KNOWLEDGE
-from reme_agent.toolkit.common import norm_folder
+from reme_agent.toolkit.common import norm_folder, parse_day
 from reme_agent.toolkit.daily import daily_list
 
 if TYPE_CHECKING:
@@ -52,6 +52,8 @@ def distill_prompt(vault: Vault, paths: str | None = None, date: str | None = No
     if paths and paths.strip():
         dailies = check_dailies(vault, _SEPARATORS.split(paths.strip()))
     else:
+        if date:  # checked under its own name (daily_list would call it `start`)
+            date = parse_day(date, "date").isoformat()
         found = daily_list(vault, start=date, end=date, status="active", limit=5000)["notes"]
         dailies = [n["path"] for n in found]
         if not dailies:

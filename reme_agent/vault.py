@@ -27,7 +27,7 @@ from reme_agent.engine.store import FileStore
 from reme_agent.engine.transaction import Recovery, recover
 from reme_agent.engine.view import VaultView, safe_rows
 from reme_agent.engine.workdir import internal_dir
-from reme_agent.errors import VaultNotFound
+from reme_agent.errors import VaultError, VaultNotFound
 
 if TYPE_CHECKING:
     from reme_agent.engine.embedders import Embedder
@@ -298,10 +298,17 @@ class Vault:
 def open_vault(root: Path | str, settings: Settings | None = None, *, create: bool = False) -> Vault:
     """Open a vault folder; with create=True make it (and `.reme/`) if missing."""
     path = Path(root).expanduser()
+    if path.exists() and not path.is_dir():
+        raise VaultError(f"{str(path)!r} is a file, not a vault folder.",
+                         "Pass the vault's folder with --vault (or REME_VAULT).")
     if not path.is_dir():
         if not create:
             raise VaultNotFound(str(path))
-        path.mkdir(parents=True)
+        try:
+            path.mkdir(parents=True)
+        except OSError as exc:  # a parent is a file, or no permission: the user's to fix
+            raise VaultError(f"Cannot create the vault folder {str(path)!r}: "
+                             f"{exc.strerror or exc}.", "Pass a folder you can write.") from exc
     vault = Vault(path, settings)
     vault.recover()
     return vault

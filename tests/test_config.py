@@ -53,3 +53,28 @@ def test_cas_redos_are_capped_at_three_as_design_says() -> None:
     assert Settings(jobs={"max_cas_redos": 3}).jobs.max_cas_redos == 3
     with pytest.raises(ValueError, match="max_cas_redos"):
         Settings(jobs={"max_cas_redos": 5})
+
+
+def test_a_typo_names_the_key_it_was_meant_to_be(tmp_path: Path) -> None:
+    bad = tmp_path / "model.yaml"
+    bad.write_text("model:\n  provider: openai\n  modle: gpt-4.1-mini\n")
+    with pytest.raises(ConfigError) as got:
+        load_settings([bad], environ={})
+    assert str(got.value).startswith("Unknown config key 'model.modle'. Did you mean "
+                                     "'model.model'? Keys in model: provider, model,")
+    with pytest.raises(ConfigError, match="Did you mean 'model.provider'"):
+        load_settings([], environ={"REME_MODEL__PROVIDR": "openai"})
+    with pytest.raises(ConfigError, match="^Unknown config key 'modle'. Did you mean 'model'"):
+        load_settings([], environ={"REME_MODLE__PROVIDER": "openai"})
+    with pytest.raises(ConfigError, match=r"^Bad config value at model.provider: .* Did you "
+                                          r"mean 'openai'\?$"):
+        load_settings([], environ={"REME_MODEL__PROVIDER": "openia"})
+
+
+def test_a_yaml_syntax_error_is_one_line_with_its_place(tmp_path: Path) -> None:
+    bad = tmp_path / "model.yaml"
+    bad.write_text("model:\n  provider: [openai\n")
+    with pytest.raises(ConfigError) as got:
+        load_settings([bad], environ={})
+    message = str(got.value)
+    assert "\n" not in message and "YAML syntax error at line 3, column 1" in message

@@ -103,13 +103,23 @@ def test_hook_errors_go_to_stderr_and_exit_0(vault, tmp_path) -> None:
     before = vault_hash(vault)
     got = hook(vault, "pre_compact", "{not json")
     assert got.exit_code == 0 and got.stdout == ""
-    assert got.stderr.startswith("Error: reme-agent hook pre_compact: JSONDecodeError")
+    assert got.stderr.startswith("Error: reme-agent hook pre_compact: InvalidArgument: The hook "
+                                 "event is not JSON (")
+    assert "Send one JSON object on stdin" in got.stderr  # what to do
     assert got.stderr.count("\n") == 1  # one line
     got = hook(vault, "pre_compact", {"messages": 3})  # pydantic's message spans lines
-    assert got.stderr.startswith("Error: reme-agent hook pre_compact: ValidationError")
+    assert "The hook event's 'messages' is wrong: Input should be a valid list (got 3)" \
+        in got.stderr and "errors.pydantic.dev" not in got.stderr
     assert got.stderr.count("\n") == 1
-    got = hook(vault, "session_end", {"transcript_path": str(tmp_path / "missing.jsonl")})
-    assert got.exit_code == 0 and "FileNotFoundError" in got.stderr
+    missing = tmp_path / "missing.jsonl"
+    got = hook(vault, "session_end", {"transcript_path": str(missing)})
+    assert got.exit_code == 0 and got.stderr.count("\n") == 1
+    assert f"The transcript file '{missing}' (transcript_path) does not exist" in got.stderr
+    broken = tmp_path / "broken.jsonl"
+    claude_transcript(broken, [USER])
+    broken.write_text(broken.read_text() + "{cut off\n", encoding="utf-8")
+    got = hook(vault, "session_end", {"transcript_path": str(broken)})
+    assert "Line 2 of the transcript file" in got.stderr and got.stderr.count("\n") == 1
     got = CliRunner().invoke(cli, ["hook", "stop", "--vault", str(tmp_path / "nowhere")],
                              input="{}")
     assert got.exit_code == 0 and "No vault at" in got.stderr

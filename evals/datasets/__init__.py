@@ -8,12 +8,14 @@ vault that is already on disk with the same content is reused (no re-embedding).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from reme_agent.errors import ConfigError
 
@@ -34,12 +36,32 @@ def data_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
 
 def data_file(name: str, explicit: str | os.PathLike[str] | None = None) -> Path:
     """A data file in `data_dir`; a missing one is the user's to fix (ConfigError, exit 1)."""
-    path = data_dir(explicit) / name
+    folder = data_dir(explicit)
+    if folder.is_file():
+        raise ConfigError(f"The eval data path {folder} is a file.",
+                          f"--data and ${DATA_ENV} name the folder holding {name}.")
+    path = folder / name
     if not path.is_file():
         raise ConfigError(f"The eval data file {path} is missing.",
                           f"Pass --data FOLDER or set ${DATA_ENV} to the folder holding {name} "
                           "(evals/README.md says where to get it).")
     return path
+
+
+def data_json(name: str, explicit: str | os.PathLike[str] | None, shape_ok: Callable[[Any], bool],
+              shape: str) -> Any:
+    """A data file's JSON, checked for the shape its loader reads: a wrong file (not JSON, or
+    another dataset's) is the user's to fix, not an internal error."""
+    path = data_file(name, explicit)
+    hint = f"Pass --data FOLDER holding the {name} that evals/README.md names."
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"The eval data file {path} is not JSON ({exc}).", hint) from None
+    if not shape_ok(data):
+        raise ConfigError(f"The eval data file {path} is not in the expected shape ({shape}).",
+                          hint)
+    return data
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,11 @@ Why two variants:
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
-from evals.datasets import Dataset, Query, VaultSpec, data_file, slugify
+from evals.datasets import Dataset, Query, VaultSpec, data_json, slugify
 
 FILE = "cmrc2018_dev_half.json"
 CHUNK_CHARS = 150
@@ -73,7 +72,9 @@ def load(data: str | Path | None = None, *, limit: int | None = None,
     """The CMRC dataset (paragraph or chunk variant); `limit` caps queries, corpus kept whole."""
     from reme_agent.engine.parser import dump_note
 
-    raw = json.loads(data_file(FILE, data).read_text(encoding="utf-8"))
+    raw = data_json(FILE, data, lambda d: isinstance(d, dict) and isinstance(d.get("data"), list)
+                    and all(isinstance(x, dict) for x in d["data"]),
+                    'a JSON object {"data": [{"title", "paragraphs": [...]}, ...]} (SQuAD style)')
     files: dict[str, str] = {}
     line_keys: dict[str, dict[int, str]] = {}
     queries: list[Query] = []

@@ -26,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from evals.datasets import Dataset, Query, VaultSpec, data_dir, data_file, keyed_lines
+from evals.datasets import Dataset, Query, VaultSpec, data_dir, data_json, keyed_lines
 
 FILE = "locomo_dev.json"
 AUDIT = "locomo_dev_audit_errors.json"
@@ -138,7 +138,9 @@ def load(data: str | Path | None = None, *, limit: int | None = None,
          use_audit: bool = True) -> Dataset:
     """The LoCoMo dataset; `limit` caps the number of queries (whole conversations are kept)."""
     root = data_dir(data)
-    samples = json.loads(data_file(FILE, data).read_text(encoding="utf-8"))
+    samples = data_json(FILE, data, lambda d: isinstance(d, list) and all(
+        isinstance(x, dict) and isinstance(x.get("conversation"), dict) for x in d),
+        'a JSON list of {"sample_id", "conversation", "qa"} objects')
     audit = load_audit(root / AUDIT) if use_audit else {}
     vaults: list[VaultSpec] = []
     budget = limit if limit is not None else 10**9

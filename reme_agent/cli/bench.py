@@ -54,10 +54,17 @@ def bench(notes: int, embedder: str, queries: int, out: Path | None, keep: bool,
       reme-agent bench --notes 2000 --embedder use --json
       reme-agent bench --notes 1000 --text vocab     # no LoCoMo / CMRC files needed
     """
+    from reme_agent.errors import ConfigError
+
     suite = load_suite()
-    result = suite.run_suite(notes, embedder, n_queries=queries, out=out, keep=keep,
-                             profile=profile, skip=frozenset(skip), text=text, data=data,
-                             echo=lambda s: click.echo(s, err=True))
+    try:
+        result = suite.run_suite(notes, embedder, n_queries=queries, out=out, keep=keep,
+                                 profile=profile, skip=frozenset(skip), text=text, data=data,
+                                 echo=lambda s: click.echo(s, err=True))
+    except ConfigError as exc:  # the default real text needs the eval data: say the way out
+        if text == "real" and exc.hint:
+            exc.hint += " Or run `reme-agent bench --text vocab`, which needs no data files."
+        raise
     if as_json or current().as_json:
         import json
 

@@ -52,10 +52,16 @@ def eval_cmd(c: Ctx, datasets: tuple[str, ...], data: str | None, limit: int | N
       reme-agent eval --dataset cmrc --compare-embedders --skip-main
     """
     from reme_agent.config import load_settings
+    from reme_agent.errors import ConfigError
 
     if skip_main and not compare_embedders:
         raise click.UsageError("--skip-main only makes sense with --compare-embedders")
     load_package("evals", what="eval suite", command="eval")
+    try:  # the report's charts need it: say so before the run, not after it
+        import matplotlib  # noqa: F401
+    except ImportError as exc:
+        raise ConfigError("`reme-agent eval` needs matplotlib for its charts.",
+                          "Install the evals extra: pip install -e '.[evals]'.") from exc
     from evals.report import RESULTS_DIR, _clean
     from evals.run import available_embedders, headline, run_evals
 

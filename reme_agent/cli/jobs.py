@@ -39,7 +39,8 @@ def _day(value: str | None) -> Any:
 @click.command("sync")
 @common
 @click.option("--messages", "messages_file", required=True, type=click.Path(exists=True,
-              dir_okay=False, path_type=Path), help="JSON list of {role, content} messages.")
+              dir_okay=False, path_type=Path), help="JSON list of {role, content} messages, "
+              "{\"messages\": [...]}, or a JSONL transcript (Claude Code's).")
 @click.option("--mode", type=click.Choice(["auto", "llm", "transcript"]), default="auto",
               show_default=True, help="llm summarises with the configured model; transcript "
               "appends the raw turns; auto = llm when a model is configured, else transcript.")
@@ -60,15 +61,11 @@ def sync_cmd(c: Ctx, messages_file: Path, mode: str, session_id: str | None, hin
       reme-agent sync --messages chat.json --mode transcript
       reme-agent sync --messages chat.json --session-id s-42 --json
     """
+    from reme_agent.hooks import HookEvent, event_messages
     from reme_agent.jobs.synchronizer import choose_mode, run_synchronizer
 
-    try:
-        data = json.loads(messages_file.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise click.ClickException(f"Cannot read {messages_file}: {exc}") from exc
-    messages = data.get("messages", data) if isinstance(data, dict) else data
-    if not isinstance(messages, list):
-        raise click.ClickException(f"{messages_file} must hold a JSON list of messages.")
+    # the hooks' reader: a JSON list, {"messages": [...]} or a JSONL transcript (Claude Code's)
+    messages = event_messages(HookEvent(transcript_path=str(messages_file)))
     today = _day(day)
     v = c.open()
     try:

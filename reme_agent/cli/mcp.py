@@ -37,6 +37,8 @@ def mcp(c: Ctx, tier: str, transport: str, host: str, port: int, token_env: str 
     server = start_server(v, c.configs) if warm else None  # stdout is the MCP channel
     try:
         serve(v, tier, "stdio" if transport == "stdio" else "http", host, port, token_env)
+    except KeyboardInterrupt:
+        pass  # Ctrl-C is how a server is stopped: exit 0, as `serve` and `watch` do
     finally:
         if server is not None:
             server.close()

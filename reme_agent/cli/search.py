@@ -20,6 +20,7 @@ from typing import Any
 import click
 
 from reme_agent.cli.context import Ctx, common
+from reme_agent.cli.tools import list_values
 
 TOOL_OPTIONS = [
     click.Option(["--limit", "limit"], type=int, default=None),
@@ -32,7 +33,8 @@ TOOL_OPTIONS = [
     click.Option(["--query-rewrite", "query_rewrite"], type=str, default=None),
 ]
 """The search tool's parameters after `query`, as `cli.tools._option` would make them (none
-is a JSON kind, so a value is used as click parsed it, a tuple as a list)."""
+is a JSON kind, so a value is used as click parsed it, a tuple as a list, a JSON list among
+its values as its items, as `cli.tools._value` reads them)."""
 
 
 def _tool_options(fn: Any) -> Any:
@@ -80,8 +82,8 @@ def search(c: Ctx, query: str, fusion: str | None, vector_weight: float | None, 
     """
     update = {k: val for k, val in (("fusion", fusion), ("vector_weight", vector_weight))
               if val is not None}
-    args = {k: list(val) if isinstance(val, tuple) else val for k, val in kwargs.items()
-            if val is not None and val != ()}
+    args = {k: [x for one in val for x in list_values(one)] if isinstance(val, tuple) else val
+            for k, val in kwargs.items() if val is not None and val != ()}
     if not update and _warm(c, query, no_log, args):
         return
     from reme_agent.toolkit.retrieve import run_search

@@ -261,7 +261,8 @@ def _option(p: inspect.Parameter) -> click.Option:
                             **({} if required else {"default": p.default}))
     if kind == "list":
         return click.Option([flag, p.name], multiple=True, required=required,
-                            help=desc + " (repeat the option for several values)")
+                            help=desc + " (repeat the option for several values, or pass "
+                                 "a JSON list)")
     extra = {} if required else {"default": None}  # an explicit default satisfies `required`
     return click.Option([flag, p.name], type=kind_type, required=required,
                         help=desc + (" (JSON)" if kind == "json" else ""), **extra)
@@ -274,5 +275,18 @@ def _value(p: inspect.Parameter, raw: Any) -> Any:
         except json.JSONDecodeError:
             return raw
     if isinstance(raw, tuple):
-        return list(raw)
+        return [item for value in raw for item in list_values(value)]
     return raw
+
+
+def list_values(value: Any) -> list[Any]:
+    """One value of a repeatable option; a JSON list counts as its items, as the tool's
+    description (written for models) shows them: --seeds '["a.md", "b.md"]'."""
+    if isinstance(value, str) and value.lstrip().startswith("["):
+        try:
+            items = json.loads(value)
+        except json.JSONDecodeError:
+            return [value]  # a name that starts with "[" stays a name
+        if isinstance(items, list) and all(isinstance(i, str) for i in items):
+            return items
+    return [value]

@@ -33,7 +33,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from reme_agent.errors import InvalidArgument
 
 if TYPE_CHECKING:
     from reme_agent.jobs.guard import JobResult
@@ -42,6 +44,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("reme_agent.hooks")
 
 SyncMode = Literal["auto", "llm", "transcript"]
+_EVENT_HINT = ('Send one JSON object on stdin, e.g. {"session_id": "s1", "transcript_path": '
+               '"/path/to/s1.jsonl"} or {"messages": [{"role": "user", "content": "..."}]}.')
 HOOK_NAMES = ("session_end", "pre_compact", "stop")
 
 
@@ -67,16 +71,27 @@ def parse_event(raw: str | bytes | dict[str, Any] | HookEvent | None) -> HookEve
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
         if not text.strip():
             return HookEvent()
-        data = json.loads(text)
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InvalidArgument(f"The hook event is not JSON ({exc.msg} at line {exc.lineno} "
+                                  f"column {exc.colno}).", _EVENT_HINT) from None
     else:
         data = raw
     if not isinstance(data, dict):
-        raise ValueError("the hook event must be a JSON object")
-    return HookEvent.model_validate(data)
+        raise InvalidArgument("The hook event must be a JSON object.", _EVENT_HINT)
+    try:
+        return HookEvent.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise InvalidArgument(f"The hook event's {where!r} is wrong: {first['msg']} "
+                              f"(got {first['input']!r}).", _EVENT_HINT) from None
 
 
 def event_messages(event: HookEvent) -> list[Any]:
-    """The session's messages: `messages`, else the transcript file (JSONL or a JSON list)."""
+    """The session's messages: `messages`, else the transcript file (a JSON list,
+    `{"messages": [...]}` or JSONL; Claude Code's `{"type", "message"}` lines unwrapped)."""
     if event.messages is not None:
         return list(event.messages)
     if not event.transcript_path:
@@ -84,18 +99,44 @@ def event_messages(event: HookEvent) -> list[Any]:
     path = Path(event.transcript_path).expanduser()
     if not path.is_absolute() and event.cwd:
         path = Path(event.cwd) / path
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InvalidArgument(f"The transcript file {str(path)!r} (transcript_path) does not "
+                              "exist; nothing was recorded.",
+                              "Send an existing transcript file, or the turns as `messages`."
+                              ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidArgument(f"Cannot read the transcript file {str(path)!r}: {exc}; nothing "
+                              "was recorded.") from None
     try:
         whole = json.loads(text)
-        items = whole if isinstance(whole, list) else whole.get("messages", [])
     except json.JSONDecodeError:
-        items = [json.loads(line) for line in text.splitlines() if line.strip()]
+        whole = [_jsonl_line(path, n, line) for n, line in enumerate(text.splitlines(), 1)
+                 if line.strip()]
+    # {"messages": [...]}, or one JSONL line (a transcript of one message) parsed whole
+    items = whole.get("messages", [whole]) if isinstance(whole, dict) else whole
+    if not isinstance(items, list):
+        raise InvalidArgument(f"The transcript file {str(path)!r} holds no list of messages; "
+                              "nothing was recorded.",
+                              'Send a JSON list of messages ({"role", "content"} each), '
+                              '{"messages": [...]}, or JSONL, one message a line.')
     out = []
     for item in items:
         # Claude Code lines wrap the message: {"type": "user", "message": {role, content}}
         msg = item.get("message") if isinstance(item, dict) else None
         out.append(msg if isinstance(msg, dict) else item)
     return [m for m in out if isinstance(m, dict)]
+
+
+def _jsonl_line(path: Path, number: int, line: str) -> Any:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InvalidArgument(f"Line {number} of the transcript file {str(path)!r} is not JSON "
+                              f"({exc.msg}); nothing was recorded.",
+                              "Send a JSON list of messages or JSONL, one message a line."
+                              ) from None
 
 
 def sync_mode(vault: Vault, mode: SyncMode, model: Any | None) -> Literal["llm", "transcript"]:

@@ -194,7 +194,9 @@ async def guarded(coro: Awaitable[tuple[str, str]]) -> tuple[str, str | None, st
     except ReMeError as exc:
         return "", None, str(exc)
     except Exception as exc:  # model/transport failure after retries, script exhausted, ...
-        log.warning("job agent stopped: %s: %s", type(exc).__name__, exc, exc_info=True)
+        # the result names the error; the traceback (a provider's, mostly) only with -v
+        log.warning("job agent stopped: %s: %s", type(exc).__name__, exc,
+                    exc_info=log.isEnabledFor(logging.INFO))
         return "", None, f"{type(exc).__name__}: {exc}"
     return summary, reason, None
 

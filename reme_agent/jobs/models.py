@@ -58,23 +58,26 @@ def build_chat_model(cfg: ModelSettings, job: str = "this") -> Any:
     # The openai and anthropic SDKs retry twice on their own by default: off, or each of our
     # backoff attempts would be three HTTP requests.
     sdk = {"client_kwargs": {"max_retries": 0}}
+    # an unset base_url keeps the provider's own endpoint (DashScope's and DeepSeek's
+    # credentials have one; passing None was a validation error)
+    url: dict[str, Any] = {"base_url": cfg.base_url} if cfg.base_url else {}
     if cfg.provider == "openai":
         key = _api_key(cfg, required=cfg.base_url is None) or "not-needed"
         params = m.OpenAIChatModel.Parameters(temperature=cfg.temperature, max_tokens=cfg.max_tokens)
         return m.OpenAIChatModel(credential=OpenAICredential(api_key=key, base_url=cfg.base_url),
                                  parameters=params, **common, **sdk)
     if cfg.provider == "dashscope":
-        cred = DashScopeCredential(api_key=_api_key(cfg, True), base_url=cfg.base_url)
+        cred = DashScopeCredential(api_key=_api_key(cfg, True), **url)
         params = m.DashScopeChatModel.Parameters(temperature=cfg.temperature,
                                                  max_tokens=cfg.max_tokens)
-        return m.DashScopeChatModel(credential=cred, parameters=params, **common)
+        return m.DashScopeChatModel(credential=cred, parameters=params, **common, **sdk)
     if cfg.provider == "anthropic":
-        cred = AnthropicCredential(api_key=_api_key(cfg, True), base_url=cfg.base_url)
+        cred = AnthropicCredential(api_key=_api_key(cfg, True), **url)
         params = m.AnthropicChatModel.Parameters(temperature=cfg.temperature,
                                                  max_tokens=cfg.max_tokens or 4096)
         return m.AnthropicChatModel(credential=cred, parameters=params, **common, **sdk)
     if cfg.provider == "deepseek":
-        cred = DeepSeekCredential(api_key=_api_key(cfg, True), base_url=cfg.base_url)
+        cred = DeepSeekCredential(api_key=_api_key(cfg, True), **url)
         params = m.DeepSeekChatModel.Parameters(temperature=cfg.temperature,
                                                 max_tokens=cfg.max_tokens)
         return m.DeepSeekChatModel(credential=cred, parameters=params, **common, **sdk)

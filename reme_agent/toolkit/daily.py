@@ -123,7 +123,8 @@ def daily_write(vault: Vault, slug: str, body: str, date: str | None = None,
         return ToolResult({"path": path, "stamp": done.stamp, "created": False, "bytes":
                            len(done.text.encode("utf-8")), "warning": None, "mode": mode},
                           f"No change to {path} (stamp {done.stamp})")
-    result = written(vault, path, done.stamp, done.text, created=created[0])
+    result = written(vault, path, done.stamp, done.text, created=created[0],
+                     verb="Appended to" if mode == "append" else None)
     return ToolResult(result.data | ({} if created[0] else {"mode": mode}), result.text)
 
 

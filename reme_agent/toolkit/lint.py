@@ -43,7 +43,7 @@ from reme_agent.engine.parser import on_lf, split_note
 from reme_agent.engine.view import LinkRef, VaultView
 from reme_agent.errors import ConservationViolation
 from reme_agent.schema.frontmatter import NOTE_SUFFIXES, schema_level, validate_schema
-from reme_agent.schema.layout import KNOWLEDGE
+from reme_agent.schema.layout import AUDIT, KNOWLEDGE, META
 from reme_agent.toolkit.common import in_folder, norm_folder
 from reme_agent.toolkit.results import ToolResult, tool
 
@@ -80,9 +80,13 @@ def lint_orphans(vault: Vault, folder: str = KNOWLEDGE) -> ToolResult:
     """Knowledge notes that nothing links to and that link to nothing (isolated islands).
 
     Args:
-        folder: Which notes to check; default "knowledge".
+        folder: Which notes to check; default "knowledge" (the whole vault when it has no
+            knowledge/ folder, e.g. a plain Obsidian vault); "" for the whole vault.
     """
+    if folder == KNOWLEDGE and not vault.store.is_dir(KNOWLEDGE):  # the default, not a typo:
+        folder = ""  # the whole vault, as the curator's `maintain` prompt does
     base = norm_folder(vault, folder)
+    reports = () if base else (f"{AUDIT}/", f"{META}/")  # the code's own, never linked to
     view = vault.view()
     linked_to: set[str] = set()
     links_out: set[str] = set()
@@ -94,7 +98,7 @@ def lint_orphans(vault: Vault, folder: str = KNOWLEDGE) -> ToolResult:
                 links_out.add(src)
     items = [{"path": p, "title": m.title} for p, m in sorted(view.notes.items())
              if in_folder(p, base) and p.lower().endswith(NOTE_SUFFIXES)
-             and p not in linked_to and p not in links_out]
+             and not p.startswith(reports) and p not in linked_to and p not in links_out]
     lines = [f"{i['path']} — {i['title']}" for i in items]
     return _report("orphans", items, lines)
 

@@ -205,8 +205,11 @@ def put_note(vault: Vault, path: str, body: str | None = None,
     its full path are written in the vault's link style (`naming.restyle_named_links`)."""
     norm = vault.store.normalize(path)
     if not PurePosixPath(norm).suffix:
+        name = PurePosixPath(norm).name
+        folder_note = "" if PurePosixPath(norm).parent.name == name else \
+            f" or, as its folder's note, '{norm}/{name}.md'"  # knowledge/x -> knowledge/x/x.md
         raise InvalidArgument(f"{norm!r} has no file extension.",
-                              f"Notes end in .md, e.g. '{norm}/{PurePosixPath(norm).name}.md'.")
+                              f"Notes end in .md, e.g. '{norm}.md'{folder_note}.")
     if text is not None and (body is not None or frontmatter is not None):
         raise InvalidArgument("Pass either `text`, or `frontmatter`/`body`, not both.")
     if text is None and body is None and frontmatter is None:
@@ -319,10 +322,12 @@ def restyled(vault: Vault, path: str, old_text: str | None, new_text: str) -> st
     return new_text if body == parts.body else parts.head + body
 
 
-def written(vault: Vault, path: str, stamp: str, text: str, *, created: bool) -> ToolResult:
-    """The answer of a note write (re-indexed so `search` sees it at once)."""
+def written(vault: Vault, path: str, stamp: str, text: str, *, created: bool,
+            verb: str | None = None) -> ToolResult:
+    """The answer of a note write (re-indexed so `search` sees it at once); `verb` says what
+    happened to an existing note when it was not replaced (a model trusts the word)."""
     warning = vault.try_refresh([path])
-    verb = "Created" if created else "Replaced"
+    verb = "Created" if created else verb or "Replaced"
     data = {"path": path, "stamp": stamp, "created": created,
             "bytes": len(text.encode("utf-8")), "warning": warning}
     return ToolResult(data, f"{verb} {path} (stamp {stamp})" + (f"; {warning}" if warning else ""))

@@ -65,6 +65,11 @@ def check_change(vault: Vault, path: str, op: Op, *, exists: bool,
             f"({', '.join(cfg.note_extensions)}) and attachments "
             f"({', '.join(cfg.attachment_extensions)}).",
             "Pick a path with one of these extensions; other files are left to the user.")
+    if op == "write" and kind != want and not exists:  # a new file: no note to turn into one
+        raise InvalidArgument(f"Refused {op} to {path!r}: `{op}` makes notes "
+                              f"({', '.join(vault.settings.toolkit.note_extensions)}); "
+                              f"{PurePosixPath(path).suffix} files are attachments.",
+                              "Name the note with .md, or `upload` an attachment into resource/.")
     if want is not None and kind != want:
         raise InvalidArgument(f"Refused {op} to {path!r}: it would turn a {want} into "
                               f"a{'n' if kind == 'attachment' else ''} {kind}.",

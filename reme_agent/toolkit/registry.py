@@ -215,6 +215,9 @@ def select(groups: Collection[str] | None = None, only: Collection[str] | None =
     """The specs a face exposes: atomic tools (filtered), plus job specs in the service tier."""
     if tier not in ("service", "expert"):
         raise InvalidArgument(f"tier must be 'service' or 'expert', got {tier!r}.")
+    # groups="read" is one group (iterated, a str was its letters: "Unknown group(s) ['r', ...]")
+    groups = [groups] if isinstance(groups, str) else groups
+    only = [only] if isinstance(only, str) else only
     unknown = [g for g in groups or () if g not in GROUPS]
     if unknown:
         raise InvalidArgument(f"Unknown tool group(s) {unknown}.", f"Groups: {', '.join(GROUPS)}.")

@@ -97,7 +97,7 @@ def test_every_failure_uses_the_same_prefix(tmp_path: Path,
     bad = tmp_path / "messages.json"
     bad.write_text("{not json")
     assert main(["sync", "--messages", str(bad), "--vault", str(tmp_path)]) == 1
-    assert capsys.readouterr().err.startswith("Error: Cannot read")
+    assert capsys.readouterr().err.startswith("Error: Line 1 of the transcript file")
 
 
 def test_a_failure_the_command_reports_exits_1(vault: Path,

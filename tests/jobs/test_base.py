@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 from tenacity import wait_none
@@ -124,6 +125,44 @@ def test_build_chat_model_needs_a_provider_and_builds_without_network(monkeypatc
                                        api_key_env="DASHSCOPE_API_KEY"))
 
 
+def example_models() -> dict[str, dict]:
+    """Every `model:` block of configs/model.example.yaml, the commented ones uncommented."""
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    text = (Path(__file__).resolve().parents[2] / "configs/model.example.yaml").read_text()
+    blocks = {}
+    for part in re.split(r"^# --- ", text, flags=re.M)[1:]:
+        lines = [re.sub(r"^# ?", "", ln) if ln.startswith("# ") or ln == "#" else ln
+                 for ln in part.splitlines()[1:] if not ln.startswith("# Job settings")]
+        data = yaml.safe_load("\n".join(lines).split("\njobs:")[0]) or {}
+        blocks[data["model"]["provider"]] = data["model"]
+    return blocks
+
+
+def test_every_provider_in_the_example_config_builds_as_documented(monkeypatch) -> None:
+    """DashScope and DeepSeek without a base_url used to fail: None overrode their endpoint."""
+    blocks = example_models()
+    assert set(blocks) == {"openai", "dashscope", "anthropic", "deepseek", "ollama"}
+    for cfg in blocks.values():
+        if cfg.get("api_key_env"):
+            monkeypatch.setenv(cfg["api_key_env"], "sk-test")
+    built = {p: build_chat_model(ModelSettings.model_validate(c), "distiller")
+             for p, c in blocks.items()}
+    assert {p: type(m).__name__ for p, m in built.items()} == {
+        "openai": "OpenAIChatModel", "dashscope": "DashScopeChatModel",
+        "anthropic": "AnthropicChatModel", "deepseek": "DeepSeekChatModel",
+        "ollama": "OllamaChatModel"}
+    assert str(built["dashscope"].client.base_url).startswith("https://dashscope.aliyuncs.com/")
+    assert str(built["deepseek"].client.base_url).startswith("https://api.deepseek.com")
+    assert built["dashscope"].client.max_retries == 0  # our backoff, not the SDK's on top
+    intl = build_chat_model(ModelSettings.model_validate(
+        blocks["dashscope"] | {"base_url": "https://dashscope-intl.aliyuncs.com/compatible-mode/v1"}))
+    assert str(intl.client.base_url).startswith("https://dashscope-intl.aliyuncs.com/")
+
+
 # -- backoff ------------------------------------------------------------------------------
 def test_backoff_middleware_retries_a_transient_model_error(vault, monkeypatch) -> None:
     monkeypatch.setattr("reme_agent.jobs.models.wait_exponential", lambda **_: wait_none())
@@ -143,3 +182,19 @@ def test_non_retryable_model_errors_end_the_job_with_a_clear_error(vault) -> Non
     result = run_synchronizer(vault, [{"role": "user", "content": "hi"}], model=model,
                               today=TODAY)
     assert result.error == "ValueError: bad request" and not result.ok and len(model.calls) == 1
+
+
+def test_a_model_that_cannot_be_reached_is_one_warning_line_without_v(vault, caplog) -> None:
+    """An unreachable server (Ollama not running) printed a 30-line traceback on stderr."""
+    caplog.set_level(logging.WARNING, logger="reme_agent.jobs")  # as the CLI sets it, no -v
+    result = run_synchronizer(vault, [{"role": "user", "content": "hi"}], today=TODAY,
+                              model=ScriptedChatModel([ConnectionError("Failed to connect")]))
+    assert result.error == "ConnectionError: Failed to connect"
+    stopped = [r for r in caplog.records if r.message.startswith("job agent stopped")]
+    assert len(stopped) == 1 and not stopped[0].exc_info
+    caplog.clear()
+    caplog.set_level(logging.INFO, logger="reme_agent.jobs")  # -v: the traceback is shown
+    run_synchronizer(vault, [{"role": "user", "content": "hi"}], today=TODAY,
+                     model=ScriptedChatModel([ConnectionError("Failed to connect")]))
+    stopped = [r for r in caplog.records if r.message.startswith("job agent stopped")]
+    assert stopped and stopped[0].exc_info
