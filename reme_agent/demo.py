@@ -116,14 +116,17 @@ def run_demo(path: Path, settings: Settings, fresh: bool = False,
         for query in DEMO_QUERIES:
             say(f"\n> {query}")
             response = search(vault, query, limit=3, log_access=False)
+            if response.results and all(node.weak for node in response.results):
+                say("  no good match (what `search` answers too); the closest notes, all weak:")
             hits = []
             for i, node in enumerate(response.results, 1):
                 chunk = node.chunks[0]
                 snippet = " ".join(chunk.text.split())[:100]
                 hits.append({"title": node.title, "path": node.path, "score": round(node.score, 3),
+                             "weak": node.weak,
                              "lines": [chunk.start_line, chunk.end_line], "snippet": snippet})
                 say(f"  {i}. {node.title}  [{node.path}:{chunk.start_line}-{chunk.end_line}]  "
-                    f"score {node.score:.3f}\n     {snippet}")
+                    f"score {node.score:.3f}{'  (weak)' if node.weak else ''}\n     {snippet}")
             queries.append({"query": query, "results": hits})
     finally:
         vault.close()

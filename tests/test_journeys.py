@@ -355,3 +355,23 @@ def test_write_to_a_path_that_is_no_note_says_which_path_would_do(
         assert not any(p.is_file() for p in vault.root.rglob("*") if ".reme" not in p.parts)
     finally:
         vault.close()
+
+
+def test_the_demo_says_what_search_says_about_weak_matches(tmp_path: Path) -> None:
+    """The demo listed a query's weak results as plain hits while `reme-agent search` on the
+    same vault answered "No good match" for it: the two must agree, result by result."""
+    from reme_agent import Settings, open_vault
+    from reme_agent.demo import run_demo
+    from reme_agent.recall.search import search
+
+    lines: list[str] = []
+    out = run_demo(tmp_path / "demo", Settings(embedder={"name": "hash"}), echo=lines.append)
+    with open_vault(tmp_path / "demo", Settings(embedder={"name": "hash"})) as vault:
+        for shown in out["queries"]:
+            response = search(vault, shown["query"], limit=3, log_access=False)
+            assert [(h["path"], h["weak"]) for h in shown["results"]] == \
+                [(n.path, n.weak) for n in response.results]
+    weak_queries = [q for q in out["queries"]
+                    if q["results"] and all(h["weak"] for h in q["results"])]
+    assert weak_queries, "the hash embedder leaves at least one demo query without a good match"
+    assert sum("no good match" in line for line in lines) == len(weak_queries)
