@@ -22,7 +22,7 @@ DEMO_QUERIES = (
     "how do we combine keyword and vector search?",
     "中文分词怎么做",
     "who led the TypeScript rewrite?",
-    "密钥轮换",
+    "签名密钥多久轮换一次",   # a Chinese question, an English note (cross-language)
     "which notes get archived when nobody reads them",
 )
 
