@@ -25,7 +25,7 @@ from typing import Any
 from reme_agent.engine.idmap import BlockPaths
 from reme_agent.engine.links import Link, LinkResolver, name_key
 from reme_agent.engine.locks import flock_until
-from reme_agent.engine.names import link_names, note_title, resolver_over
+from reme_agent.engine.names import link_names, note_description, note_title, resolver_over
 from reme_agent.engine.parser import parse_note
 from reme_agent.engine.pipeline import EmbedPipeline, Mode
 from reme_agent.engine.progress import SILENT, Progress, auto
@@ -61,6 +61,12 @@ COLLECTION_KEY = "vector_collection"
 """State meta: the vector collection readers use (published by a full rebuild)."""
 GENERATION_KEY = "vector_generation"
 """State meta: the number of the last full rebuild (its collection is `<base>-g<N>`)."""
+DOCUMENTS_KEY = "block_documents"
+DOCUMENTS_VERSION = "2"
+"""State meta: how `block_document` builds what is embedded and BM25-indexed ("2": the first
+block carries the description). A whole-vault run over an index built another way re-reads
+every file once; block ids follow the document, so only blocks whose document changed are
+embedded again."""
 
 
 @dataclass
@@ -79,11 +85,22 @@ class IndexReport:
         return asdict(self)
 
 
-def block_document(title: str, text: str) -> str:
-    """What gets embedded and BM25-indexed: the block, prefixed by its note's title."""
-    if title and title not in text[: len(title) + 4]:
-        return f"{title}\n{text}"
-    return text
+def block_document(title: str, text: str, description: str = "") -> str:
+    """What gets embedded and BM25-indexed: the block, prefixed by its note's title, and the
+    note's first block also by its frontmatter `description` (`first_block_description`).
+
+    Why the description: it is the note's summary (the synchronizer writes one for every
+    note, people write them in Obsidian) and search shows it beside every result, yet a word
+    only it held found nothing ("Okapi" against `description: Okapi BM25 ...`)."""
+    head = title if title and title not in text[: len(title) + 4] else ""
+    parts = [part for part in (head, description) if part]
+    return "\n".join([*parts, text]) if parts else text
+
+
+def first_block_description(frontmatter: dict[str, Any], block_index: int) -> str:
+    """What `block_document` adds to a block besides the title: the description, for the
+    note's first block only (one block per note changes when the description does)."""
+    return note_description(frontmatter) if block_index == 0 else ""
 
 
 def block_id(path: str, document: str, occurrence: int) -> str:
@@ -144,6 +161,7 @@ class Indexer:
         self.embed_mode: Mode = embed_mode   # engine/pipeline.py: where bulk embedding runs
         self.pipeline_start_after = pipeline_start_after
         self.last_embed_mode = ""            # "process", "thread" or "inline": the last run's
+        self._reread_all = False   # this run re-read every file for DOCUMENTS_VERSION
         self._lock = _FileLock(store.internal / "index.lock", lock_timeout)
         self._resolver: LinkResolver | None = None
         self._by_key: dict[str, set[str]] | None = None   # see _update_graph
@@ -374,7 +392,11 @@ class Indexer:
                 for path in report.deleted_files:
                     self._delta_stamps[path] = None
             try:
-                self.save_snapshot()
+                # After re-reading every file for a new DOCUMENTS_VERSION the contents (and
+                # stamps) are the same but the block ids are not: a delta keyed by stamps
+                # would let a cold open keep the old BM25 of every file, so write it whole.
+                self.save_snapshot(force=self._reread_all)
+                self._reread_all = False
             except OSError as exc:  # a cache: never fail the run over it
                 log.warning("could not write %s: %s", self.snapshot_path.name, exc)
         report.seconds = round(time.perf_counter() - started, 3)
@@ -402,8 +424,14 @@ class Indexer:
             self._by_key = self._keys_of = None
             self._listings = {}   # list every folder again
         known = self._file_stats(only)
-        if full:  # re-read every file; the state keeps serving readers until it is replaced
+        reread = (not full and only is None and bool(known)
+                  and self.state.get_meta(DOCUMENTS_KEY) != DOCUMENTS_VERSION)
+        if reread:
+            log.info("re-reading every note once: what is indexed of a block changed "
+                     "(the first block holds the description)")
+        if full or reread:  # re-read every file; the state keeps serving readers meanwhile
             known = {p: (-1, -1, "") for p in known}
+        self._reread_all = reread
         scan = self._scan(only, report)
         self._scanned = scan if only is None else None
         wanted = set(scan)
@@ -421,6 +449,8 @@ class Indexer:
             raise
         report.embedded = self._embed(pending)
         self.last_embed_mode = pending.started or "inline"
+        if only is None:
+            self.state.set_meta(DOCUMENTS_KEY, DOCUMENTS_VERSION)
         if full:
             self.state.prune_orphan_blocks()
             report.files, report.blocks = self.state.counts()
@@ -634,7 +664,8 @@ class Indexer:
         blocks: list[BlockRow] = []
         docs: dict[str, str] = {}
         for block in note.blocks:
-            doc = block_document(title, block.text)
+            doc = block_document(title, block.text,
+                                 first_block_description(note.frontmatter, block.index))
             occurrence = seen.get(doc, 0)
             seen[doc] = occurrence + 1
             bid = block_id(path, doc, occurrence)
@@ -668,11 +699,14 @@ class Indexer:
             return 0
         log.warning("vector store is missing %d blocks; re-embedding them", len(missing))
         rows = self.state.blocks_by_id(missing)
-        titles = {path: note_title(path, r.frontmatter, "") for path, r in self.state.files().items()}
+        files = self.state.files()
+        titles = {path: note_title(path, r.frontmatter, "") for path, r in files.items()}
         pending = EmbedPipeline(self.vector, batch_size=self.vector.batch_size, mode="inline")
         for bid in missing:
             row = rows[bid]
-            pending.add(bid, block_document(titles.get(row.path, ""), row.text),
+            file = files.get(row.path)
+            described = first_block_description(file.frontmatter, row.idx) if file else ""
+            pending.add(bid, block_document(titles.get(row.path, ""), row.text, described),
                         {"path": row.path})
         return self._embed(pending)
 

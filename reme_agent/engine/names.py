@@ -38,6 +38,12 @@ def note_title(path: str, frontmatter: dict[str, Any], body: str) -> str:
     return PurePosixPath(path).stem
 
 
+def note_description(frontmatter: dict[str, Any]) -> str:
+    """The frontmatter `description` (the note's one-line summary), "" when absent or not text."""
+    value = frontmatter.get("description")
+    return " ".join(value.split()) if isinstance(value, str) else ""
+
+
 def note_aliases(frontmatter: dict[str, Any]) -> list[str]:
     """`aliases` (one string or a list) plus the title/name: every name a link may use."""
     raw = frontmatter.get("aliases") or []

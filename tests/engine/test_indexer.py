@@ -209,3 +209,59 @@ def test_index_runs_leave_the_vector_index_unloaded_and_a_search_warms_it(
         assert len(warmed) == 1
     finally:
         reader.close()
+
+
+def test_a_word_only_the_description_holds_finds_the_note(tmp_path: Path) -> None:
+    root = tmp_path / "v"
+    write(root, "knowledge/bm25/bm25.md", "---\ntitle: BM25\ndescription: Okapi ranking with "
+          "saturation.\n---\n# BM25\n\nTerm frequency scoring.\n\nA second paragraph.\n")
+    write(root, "knowledge/rrf/rrf.md", "---\ntitle: RRF\n---\n# RRF\n\nRank fusion.\n")
+    with open_vault(root, HASH) as v:
+        v.index()
+        hits = search_blocks(v, "Okapi", 3)
+        assert [h.path for h in hits][:1] == ["knowledge/bm25/bm25.md"]
+        assert hits[0].keyword and hits[0].start_line == 5   # BM25 found it in the first block
+
+
+def test_editing_the_description_re_embeds_only_the_first_block(tmp_path: Path) -> None:
+    root = tmp_path / "v"
+    write(root, "knowledge/bm25/bm25.md", "---\ntitle: BM25\ndescription: Okapi ranking.\n---\n"
+          "# BM25\n\nTerm frequency scoring.\n\nA second paragraph.\n")
+    with open_vault(root, HASH) as v:
+        first = v.index()
+        path = root / "knowledge/bm25/bm25.md"
+        path.write_text(path.read_text().replace("Okapi ranking.", "Saturated ranking."))
+        report = v.index()
+        assert first.blocks == 2 and (report.embedded, report.deleted) == (1, 1)
+        assert search_blocks(v, "Saturated", 1)[0].path == "knowledge/bm25/bm25.md"
+        assert not [h for h in search_blocks(v, "Okapi", 3) if h.keyword]
+
+
+def test_an_index_built_without_descriptions_is_brought_up_to_date_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An index from before descriptions were indexed: the next whole-vault run re-reads every
+    note once and embeds only the first blocks whose document changed; no file is touched."""
+    from reme_agent.engine import indexer as indexer_mod
+
+    root = tmp_path / "v"
+    write(root, "knowledge/a/a.md", "---\ntitle: A\ndescription: Okapi notes.\n---\n# A\n\n"
+          "First.\n\nSecond.\n")
+    write(root, "knowledge/b/b.md", "---\ntitle: B\n---\n# B\n\nPlain.\n")
+    real = indexer_mod.block_document
+    monkeypatch.setattr(indexer_mod, "block_document",
+                        lambda title, text, description="": real(title, text))
+    with open_vault(root, HASH) as v:
+        v.index()
+        v.state.set_meta(indexer_mod.DOCUMENTS_KEY, "1")
+        assert not [h for h in search_blocks(v, "Okapi", 3) if h.keyword]
+    monkeypatch.setattr(indexer_mod, "block_document", real)
+    before = {p: p.read_bytes() for p in root.rglob("*.md")}
+    with open_vault(root, HASH) as v:
+        report = v.index()
+        assert (report.embedded, report.deleted) == (1, 1)
+        assert search_blocks(v, "Okapi", 1)[0].path == "knowledge/a/a.md"
+        assert v.index().changed_files == []   # once
+    assert {p: p.read_bytes() for p in root.rglob("*.md")} == before
+    with open_vault(root, HASH) as cold:   # a new process opens from the snapshot
+        hits = search_blocks(cold, "Okapi", 1)
+        assert hits[0].path == "knowledge/a/a.md" and hits[0].keyword
