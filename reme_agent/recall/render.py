@@ -19,12 +19,32 @@ def _num(value: float) -> str:
     return f"{value:.4g}"
 
 
+def _why(match: dict[str, Any] | None) -> str | None:
+    """Why a note ranks where its score alone would not put it (`QueryEvidence.match_of`):
+    results are ordered by this evidence first, then by score."""
+    if not match:
+        return None
+    kind = str(match.get("kind", ""))
+    if kind == "relation":
+        side = "links to it as" if match.get("direction") == "out" else "is linked from it as"
+        return f"[matched: {match.get('subject')} {side} {match.get('predicate')}]"
+    if kind.startswith("name:"):
+        return (f"[matched: the query names it ({kind[5:]} {match.get('field')} "
+                f"\"{match.get('name')}\")]")
+    if kind == "phrase":
+        return "[matched: it holds the query's quoted phrase]"
+    return f"[matched: {kind}]"
+
+
 def render_node(node: NodeResult, expansion: list[dict[str, Any]]) -> str:
     lines = [f"========== {node.path} ==========", f"[node] {node.title}"]
     if node.description:
         lines.append(f"       {node.description}")
     scores = " ".join(f"{k}={_num(v)}" for k, v in node.factors.items())
     lines.append(f"[score={_num(node.score)} {scores}]")
+    why = _why(getattr(node, "match", None))
+    if why:
+        lines.append(why)
     for chunk in node.chunks:
         lines += ["", f"---------- chunk @{chunk.start_line}-{chunk.end_line} ----------",
                   chunk.text.rstrip()]

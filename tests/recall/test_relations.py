@@ -86,3 +86,19 @@ def test_a_query_reads_each_subjects_links_once(team, monkeypatch: pytest.Monkey
     assert {"people/王芳.md", "projects/订单数据库.md"} <= ev.neighbours.keys()
     assert ("out", "projects/支付网关.md") in calls
     assert len(calls) == len(set(calls))
+
+
+def test_the_text_says_why_a_result_outranks_higher_scores(team) -> None:
+    """Results are ordered by evidence (relation, name, phrase) before score, so the text a
+    model reads says which evidence put a note where its score alone would not."""
+    response = search(team, "who owns the payment gateway", log_access=False)
+    first, text = response.results[0], response.render()
+    assert first.match is not None and first.match["kind"] == "relation"
+    block = text.split("==========")[2]
+    assert "[matched: projects/支付网关.md links to it as owner]" in block
+    named = search(team, "支付网关", log_access=False)
+    assert named.results[0].match["kind"].startswith("name:")
+    assert '[matched: the query names it (exact title "支付网关")]' in named.render()
+    plain = search(team, "MySQL 一主两从", log_access=False)
+    assert plain.results[0].match is None and "[matched:" not in plain.render().split(
+        "==========")[2]
