@@ -142,3 +142,25 @@ def test_events_parse_from_text_dicts_and_json_lists(tmp_path) -> None:
                        encoding="utf-8")
     assert event_messages(parse_event({"transcript_path": str(listing)})) == [
         {"role": "user", "content": "hi"}]
+
+
+def test_a_model_that_fails_at_session_end_does_not_lose_the_session(vault) -> None:
+    """The host compacts or ends the session right after the hook: with the model down,
+    "auto" records the raw turns (as without a model) instead of nothing; "llm" asked
+    for the model only, so it records nothing and says why."""
+    event = {"session_id": "down", "messages": [
+        {"role": "user", "content": "the deploy key lives in vault path ops/deploy"}]}
+    asked = run_hook("session_end", vault, event, mode="llm", today=TODAY,
+                     model=ScriptedChatModel([ConnectionError("Failed to connect")]))
+    assert asked["mode"] == "llm" and asked["sync"]["written"] == []
+    assert "ConnectionError" in asked["sync"]["error"]
+
+    for name in ("pre_compact", "session_end"):
+        report = run_hook(name, vault, {**event, "session_id": name}, today=TODAY,
+                          model=ScriptedChatModel([ConnectionError("Failed to connect")]))
+        assert report["mode"] == "transcript", name
+        assert "The model failed (ConnectionError" in report["sync"]["summary"]
+        text = (vault.root / f"daily/{TODAY.isoformat()}/session-{name.replace('_', '-')}/"
+                f"session-{name.replace('_', '-')}.md").read_text(encoding="utf-8")
+        assert text.count("the deploy key lives in vault path ops/deploy") == 1
+    assert report["distill_skipped"] == "the model failed while recording the session"

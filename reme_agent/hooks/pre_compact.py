@@ -1,7 +1,8 @@
 """`pre_compact` hook (seed "Hooks: PreCompact"): flush the session to its daily note.
 
 Before the host compacts (summarises away) its context, the turns are recorded so nothing
-said so far is lost. Same sync as `session_end`, without the distiller.
+said so far is lost. Same sync as `session_end`, without the distiller: with `mode="auto"`,
+a model that fails gets the raw turns recorded instead (transcript mode).
 """
 
 from __future__ import annotations
@@ -22,5 +23,6 @@ def pre_compact(vault: Vault, event: HookEvent, *, model: Any | None = None,
 
     chosen = sync_mode(vault, mode, model)
     synced = run_synchronizer(vault, event_messages(event), mode=chosen, model=model,
-                              session_id=event.session_id, today=today)
-    return {"session_id": event.session_id, "mode": chosen, "sync": brief(synced)}
+                              session_id=event.session_id, today=today,
+                              fallback_to_transcript=mode == "auto")
+    return {"session_id": event.session_id, "mode": synced.mode, "sync": brief(synced)}

@@ -31,6 +31,7 @@ note) gets only the new ones. Re-sending a conversation, or a transcript that gr
 from __future__ import annotations
 
 import datetime as _dt
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -56,6 +57,8 @@ from reme_agent.toolkit.registry import get_tool
 
 if TYPE_CHECKING:
     from reme_agent.vault import Vault
+
+log = logging.getLogger("reme_agent.jobs")
 
 JOB = "synchronizer"
 PLACEHOLDERS = Placeholders(
@@ -337,11 +340,15 @@ async def arun_synchronizer(vault: Vault, messages: Iterable[Any], *, mode: Mode
                             hint: str = "", slug: str | None = None,
                             today: _dt.date | None = None, language: str | None = None,
                             prompt: PromptOverride = None, queue: WorkQueue | None = None,
-                            seen: Mapping[str, int] | None = None) -> JobResult:
+                            seen: Mapping[str, int] | None = None,
+                            fallback_to_transcript: bool = False) -> JobResult:
     """Record a conversation's new turns in today's daily note (see the module docstring).
 
     `messages` is the conversation from its start (or a prefix of it); `seen` is for a
     caller that passes one reply at a time: how often each turn (`Turn.base`) came before.
+    `fallback_to_transcript`: when the model fails before writing anything (a server that
+    is down, a refused request), record the raw turns instead (transcript mode) and say so;
+    for callers that get no later chance (the session-end and pre-compact hooks).
     """
     day = today or _dt.date.today()
     cfg = vault.settings.jobs
@@ -381,6 +388,13 @@ async def arun_synchronizer(vault: Vault, messages: Iterable[Any], *, mode: Mode
                 spec, guard, chat, system_values=values, user_values=values,
                 retries=vault.settings.model.retries))
             result = guard.result(summary=summary, finished_reason=reason, error=error)
+            if fallback_to_transcript and result.error and not result.written:
+                log.warning("the model failed (%s); recording the raw turns instead",
+                            result.error)
+                raw = transcript_sync(vault, fresh, session_id=session_id, slug=slug, today=day)
+                result = raw.model_copy(update={"summary": (
+                    f"The model failed ({result.error}); recorded the raw turns instead "
+                    f"(transcript mode). {raw.summary}").strip()})
     except BaseException:
         ledger.release(fresh)
         raise
