@@ -35,7 +35,7 @@ from machine import burner, load_text, percentile  # noqa: E402
 
 from reme_agent.config import Settings  # noqa: E402
 from reme_agent.engine.embedders import make_embedder  # noqa: E402
-from reme_agent.engine.indexer import block_document  # noqa: E402
+from reme_agent.engine.indexer import block_document, first_block_description  # noqa: E402
 from reme_agent.engine.names import note_title  # noqa: E402
 from reme_agent.recall.search import search_blocks  # noqa: E402
 from reme_agent.vault import Vault, open_vault  # noqa: E402
@@ -55,11 +55,15 @@ Row = tuple[str, str, str]
 
 
 def block_documents(vault: Vault) -> list[str]:
-    """Every block's embedded text, as the indexer builds it (title + block)."""
+    """Every block's embedded text, as the indexer builds it (title + block, and the
+    description in a note's first block)."""
     files = vault.state.files()
     titles = {path: note_title(path, row.frontmatter, "") for path, row in files.items()}
     rows = vault.state.blocks_by_id(sorted(vault.state.all_block_ids()))
-    return [block_document(titles.get(r.path, ""), r.text) for r in rows.values()]
+    return [block_document(titles.get(r.path, ""), r.text,
+                           first_block_description(files[r.path].frontmatter, r.idx)
+                           if r.path in files else "")
+            for r in rows.values()]
 
 
 def embed_alone(embedder: object, docs: list[str], batch: int) -> float:
