@@ -154,7 +154,9 @@ def _edit_head(head: str, eol: str, changed: Mapping[str, Any], gone: list[str],
                path: str) -> str:
     sep = "\r" if eol == "\r" else "\n"
     raw = head.split(sep)  # fences + YAML lines; a CRLF line keeps its "\r"
-    tail = raw.pop()  # what follows the closing line's separator ("" normally)
+    # what follows the closing line's separator: "", or nothing at all when the note ends
+    # right after its closing `---` (the closing line is then the last piece, not a tail)
+    tail = raw.pop() if head.endswith(sep) else None
     opening, closing, yaml_lines = raw[0], raw[-1], raw[1:-1]
     fm = normalize_eol(sep.join(yaml_lines) + (sep if yaml_lines else ""))
     spans = key_spans(fm)
@@ -185,7 +187,7 @@ def _edit_head(head: str, eol: str, changed: Mapping[str, Any], gone: list[str],
         new = _rendered(key, changed[key], False, line_end)
         out[insert_at:insert_at] = new
         insert_at += len(new)
-    return sep.join([opening, *out, closing, tail])
+    return sep.join([opening, *out, closing, *([] if tail is None else [tail])])
 
 
 def _rendered(key: str, value: Any, flow: bool, line_end: str) -> list[str]:

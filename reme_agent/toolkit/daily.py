@@ -349,7 +349,7 @@ def _appended(path: str, text: str, body: str, new: dict[str, Any], mode: str) -
     old_body = normalize_eol(parts.body)
     merged = body if mode == "replace" else old_body.rstrip("\n") + "\n\n" + body.strip("\n") + "\n"
     new_body = restore_eol(ends_nl(normalize_eol(merged)), parts.eol)
-    return edit_frontmatter(parts.head + new_body, changes, path=path)
+    return edit_frontmatter(parts.with_body(new_body), changes, path=path)
 
 
 # -- Obsidian day notes ---------------------------------------------------------------------
@@ -390,12 +390,13 @@ def _day_note_write(vault: Vault, layout: DailyNotesLayout, path: str, text: str
         parts = split_note(start, path)
         fm = _default_frontmatter(new, title=None)
         merged = with_section(normalize_eol(parts.body), slug, body, mode)
-        return edit_frontmatter(parts.head + restore_eol(merged, parts.eol),
+        return edit_frontmatter(parts.with_body(restore_eol(merged, parts.eol)),
                                 {k: v for k, v in fm.items() if k not in parts.frontmatter},
                                 path=path)
     parts, changes = _update_of(path, text, new, day_note=True)
     merged = with_section(normalize_eol(parts.body), slug, body, mode)
-    return edit_frontmatter(parts.head + restore_eol(merged, parts.eol), changes, path=path)
+    return edit_frontmatter(parts.with_body(restore_eol(merged, parts.eol)), changes,
+                            path=path)
 
 
 def _template_text(vault: Vault, layout: DailyNotesLayout, path: str) -> str:

@@ -162,7 +162,7 @@ class MaterialPlan:
         new_entry = add_line(entry, "materials", line)
         new_body = with_section(body, self.slug, new_entry, "replace") if self.day_note \
             else new_entry
-        new_text = edit_frontmatter(parts.head + restore_eol(new_body, parts.eol),
+        new_text = edit_frontmatter(parts.with_body(restore_eol(new_body, parts.eol)),
                                     {"updated": now_iso()}, path=self.note)
         check_write(self.vault, self.note, text, new_text)
         tx.write(self.note, new_text)

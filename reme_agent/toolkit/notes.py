@@ -316,7 +316,7 @@ def restyled(vault: Vault, path: str, old_text: str | None, new_text: str) -> st
     parts = split_note(new_text, path)
     old_body = split_note(old_text, path).body if old_text else None
     body = restyle_named_links(vault, path, old_body, parts.body)
-    return new_text if body == parts.body else parts.head + body
+    return new_text if body == parts.body else parts.with_body(body)
 
 
 def written(vault: Vault, path: str, stamp: str, text: str, *, created: bool) -> ToolResult:
@@ -484,11 +484,11 @@ def _compose(path: str, current: tuple[str, str] | None, body: str | None,
     new_body = parts.body if body is None else restore_eol(ends_nl(normalize_eol(body)),
                                                            parts.eol)
     if frontmatter is None:
-        return parts.head + new_body
+        return parts.with_body(new_body)
     if parts.error:
         return dump_note(frontmatter, new_body)
     old = parts.frontmatter
-    return edit_frontmatter(parts.head + new_body, frontmatter,
+    return edit_frontmatter(parts.with_body(new_body), frontmatter,
                             [k for k in old if k not in frontmatter], path)
 
 

@@ -1,0 +1,62 @@
+"""Red-team sweep (2026-12-02): a real user's vault and a hostile caller, through the tools.
+
+Each test is one failure the sweep found (docs/decisions.md, "Red-team sweep"), checked on
+real files through the public tools; each failed on the code before its fix.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from reme_agent.engine.parser import split_note
+from reme_agent.errors import ReMeError
+from reme_agent.toolkit.registry import BY_NAME
+from reme_agent.vault import Vault
+from tests.reliability.conftest import make_vault
+
+
+def run(vault: Vault, tool: str, **args: object) -> dict:
+    return BY_NAME[tool].fn(vault, **args)
+
+
+def stamp_of(vault: Vault, path: str) -> str:
+    return run(vault, "read", path=path)["stamp"]
+
+
+# -- a note that is only frontmatter, with no newline after the closing `---` -------------
+ONLY_FM = {"only.md": "---\ntitle: Only\ntags: [a]\n---",
+           "only-crlf.md": "---\r\ntitle: Only\r\ntags: [a]\r\n---"}
+
+
+@pytest.mark.parametrize("path", sorted(ONLY_FM))
+def test_a_body_written_under_frontmatter_without_a_final_newline_keeps_the_properties(
+        tmp_path: Path, path: str) -> None:
+    vault = make_vault(tmp_path / "v", ONLY_FM)
+    run(vault, "write", path=path, body="New body.\n", overwrite=True,
+        stamp=stamp_of(vault, path))
+    data = (vault.root / path).read_bytes()
+    eol = b"\r\n" if b"\r\n" in ONLY_FM[path].encode() else b"\n"
+    assert data == ONLY_FM[path].encode() + eol + b"New body." + eol
+    assert split_note(data.decode()).frontmatter == {"title": "Only", "tags": ["a"]}
+    vault.close()
+
+
+def test_a_property_added_to_such_a_note_goes_after_the_last_key(tmp_path: Path) -> None:
+    vault = make_vault(tmp_path / "v", ONLY_FM)
+    run(vault, "property_update", path="only.md", properties={"importance": 7})
+    assert (vault.root / "only.md").read_text() == \
+        "---\ntitle: Only\ntags: [a]\nimportance: 7\n---"
+    vault.close()
+
+
+def test_daily_write_on_a_day_note_made_from_a_template_without_a_final_newline(
+        tmp_path: Path) -> None:
+    vault = make_vault(tmp_path / "v", {"daily/2026-12-01.md": "---\ntags: [daily]\n---"})
+    run(vault, "daily_write", slug="standup", body="Talked about BM25.", date="2026-12-01")
+    text = (vault.root / "daily/2026-12-01.md").read_text()
+    parts = split_note(text)
+    assert parts.error is None and parts.frontmatter["tags"] == ["daily"]
+    assert "Talked about BM25." in parts.body and text.startswith("---\ntags: [daily]\n")
+    vault.close()
