@@ -550,7 +550,7 @@ class FileStore:
                 current = stamp_of(checked) if checked is not None else None
                 if current != stamp:
                     raise StampChanged(norm, stamp or "absent", current)
-                data = _bytes(text)
+                data = encode_like(text, checked)
                 new_stamp = self._atomic_write(path, data)
                 if old_fd is not None and checked is not None:
                     if self._keep_late_writes(path, old_fd, checked, data):
@@ -845,6 +845,20 @@ def _report_skip(shown: str, why: str, skipped: list[tuple[str, str]] | None) ->
 
 def _bytes(content: str | bytes) -> bytes:
     return content.encode("utf-8") if isinstance(content, str) else content
+
+
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def encode_like(content: str | bytes, old: bytes | None) -> bytes:
+    """The bytes of a rewrite of a file that held `old`: text that was read without the
+    file's UTF-8 byte-order mark (`decode_text` drops it) gets it back, so an edit does not
+    change a byte the writer never saw. Bytes are written as given."""
+    data = _bytes(content)
+    if isinstance(content, str) and old is not None and old.startswith(UTF8_BOM) \
+            and not data.startswith(UTF8_BOM):
+        return UTF8_BOM + data
+    return data
 
 
 def decode_text(data: bytes, path: str = "") -> str:

@@ -60,3 +60,27 @@ def test_daily_write_on_a_day_note_made_from_a_template_without_a_final_newline(
     assert parts.error is None and parts.frontmatter["tags"] == ["daily"]
     assert "Talked about BM25." in parts.body and text.startswith("---\ntags: [daily]\n")
     vault.close()
+
+
+# -- a UTF-8 byte-order mark (Windows editors write one) ----------------------------------
+BOM = "\ufeff"
+BOM_NOTES = {
+    "knowledge/bm25/bm25.md": "# BM25\n",
+    "bom.md": BOM + "---\ntitle: Bom\n---\n# Bom\n\nSee [[bm25]].\n",
+}
+
+
+def test_every_rewrite_keeps_the_byte_order_mark(tmp_path: Path) -> None:
+    vault = make_vault(tmp_path / "v", BOM_NOTES)
+    path = vault.root / "bom.md"
+    run(vault, "property_update", path="bom.md", properties={"importance": 7})
+    assert path.read_text(encoding="utf-8") == \
+        BOM + "---\ntitle: Bom\nimportance: 7\n---\n# Bom\n\nSee [[bm25]].\n"
+    run(vault, "write", path="bom.md", body="See [[bm25]] again.\n", overwrite=True,
+        stamp=stamp_of(vault, "bom.md"))
+    assert path.read_text(encoding="utf-8") == \
+        BOM + "---\ntitle: Bom\nimportance: 7\n---\nSee [[bm25]] again.\n"
+    run(vault, "move", src="knowledge/bm25/bm25.md", dst="knowledge/okapi.md")  # a transaction
+    assert path.read_text(encoding="utf-8") == \
+        BOM + "---\ntitle: Bom\nimportance: 7\n---\nSee [[okapi]] again.\n"
+    vault.close()
