@@ -84,3 +84,24 @@ def test_every_rewrite_keeps_the_byte_order_mark(tmp_path: Path) -> None:
     assert path.read_text(encoding="utf-8") == \
         BOM + "---\ntitle: Bom\nimportance: 7\n---\nSee [[okapi]] again.\n"
     vault.close()
+
+
+# -- a note far over index.max_file_bytes -------------------------------------------------
+def test_a_note_the_indexer_skips_as_too_big_is_not_parsed_by_every_tool(tmp_path: Path) -> None:
+    """With a 5 MB limit a 6 MB note full of links is skipped by the indexer; `stat`,
+    `list`, `move` and the lints used to parse it (and resolve its ~230k links) each time."""
+    from reme_agent.config import Settings
+
+    settings = Settings(embedder={"name": "hash"}, index={"progress": False,
+                                                          "max_file_bytes": 5_000_000})
+    huge = "# Huge\n\n" + "see [[bm25]] and [[nowhere]] here\n" * 180_000
+    assert len(huge) > 6_000_000
+    vault = make_vault(tmp_path / "v", {"knowledge/bm25/bm25.md": "# BM25\n", "huge.md": huge},
+                       settings=settings)
+    view = vault.view()
+    assert view.notes["huge.md"].links == [] and "max_file_bytes" in view.notes["huge.md"].error
+    assert view.inbound("knowledge/bm25/bm25.md") == []
+    assert "huge.md" not in {x["source"] for x in run(vault, "lint_dangling")["items"]}
+    listed = {f["path"]: f for f in run(vault, "list")["files"]}
+    assert listed["huge.md"]["title"] == "huge"
+    vault.close()
