@@ -105,3 +105,19 @@ def test_a_note_the_indexer_skips_as_too_big_is_not_parsed_by_every_tool(tmp_pat
     listed = {f["path"]: f for f in run(vault, "list")["files"]}
     assert listed["huge.md"]["title"] == "huge"
     vault.close()
+
+
+# -- a date typo in one property ----------------------------------------------------------
+def test_an_impossible_date_is_text_and_the_other_properties_stay_readable(
+        tmp_path: Path) -> None:
+    note = ("---\ntitle: Trip\ncreated: 2024-01-05\ndue: 2024-13-45\nalso: 2024-02-30\n"
+            "tags: [travel]\n---\n# Trip\n")
+    vault = make_vault(tmp_path / "v", {"trip.md": note})
+    props = run(vault, "property_read", path="trip.md")["properties"]
+    assert props == {"title": "Trip", "created": "2024-01-05", "due": "2024-13-45",
+                     "also": "2024-02-30", "tags": ["travel"]}
+    run(vault, "property_update", path="trip.md", properties={"importance": 7})
+    assert (vault.root / "trip.md").read_text() == note.replace(
+        "tags: [travel]\n", "tags: [travel]\nimportance: 7\n")
+    assert run(vault, "tags_list")["tags"][0]["tag"] == "travel"
+    vault.close()
