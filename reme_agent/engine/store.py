@@ -28,6 +28,7 @@ import os
 import stat
 import tempfile
 import time
+import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -178,6 +179,31 @@ class FileStore:
             return True
         return not self._inside(real) or any(
             is_hidden(p) for p in real.relative_to(self.root).parts)
+
+    def lookalike(self, rel: str) -> str | None:
+        """An existing path that `rel` (not on disk as written) names on another file
+        system, or None: a folder or file whose name differs only in letter case or in
+        Unicode normalisation (`Café` composed or decomposed). macOS and Windows keep one
+        of the two, Obsidian links both as one, and a sync between machines merges them.
+
+        Only folders along `rel` that are missing as written are listed, so a new note in
+        an existing folder costs one listing of that folder.
+        """
+        folder, found, twinned = self.root, [], False
+        for part in self.normalize(rel).split("/"):
+            if not os.path.lexists(folder / part):
+                key = _fold(part)
+                try:
+                    names = os.listdir(folder)
+                except OSError:
+                    names = []
+                twin = next((n for n in names if _fold(n) == key), None)
+                if twin is None:
+                    break
+                part, twinned = twin, True
+            found.append(part)
+            folder = folder / part
+        return "/".join(found) if twinned else None
 
     def relpath(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
@@ -787,6 +813,11 @@ def is_hidden(name: str) -> bool:
 def hidden_reason(name: str) -> str:
     return (f"{name!r} is hidden (a dot name); hidden folders such as .git/, .obsidian/ and "
             ".reme/ belong to other programs, and tools never read or change them")
+
+
+def _fold(name: str) -> str:
+    """A name as case- and normalisation-insensitive file systems compare it."""
+    return unicodedata.normalize("NFC", name).casefold()
 
 
 def control_char(text: str) -> str | None:

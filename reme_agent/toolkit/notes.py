@@ -43,7 +43,7 @@ from reme_agent.toolkit.common import (
     short,
 )
 from reme_agent.toolkit.naming import note_path, restyle_named_links
-from reme_agent.toolkit.policy import check_change, check_link_safe_name
+from reme_agent.toolkit.policy import check_change, check_link_safe_name, check_new_name
 from reme_agent.toolkit.results import ToolResult, tool
 
 if TYPE_CHECKING:
@@ -217,6 +217,7 @@ def put_note(vault: Vault, path: str, body: str | None = None,
     check_change(vault, norm, "write", exists=exists, want="note")
     if not exists:
         check_link_safe_name(norm, "write")
+        check_new_name(vault, norm, "write")
     current = vault.store.read_stamped(norm) if exists else None
     _check_stamp(norm, current, overwrite, stamp)
     new_text = text if text is not None else _compose(norm, current, body, frontmatter)
@@ -267,6 +268,7 @@ def check_write(vault: Vault, path: str, old_text: str | None, new_text: str) ->
     check_change(vault, path, "write", exists=old_text is not None, want="note")
     if old_text is None:
         check_link_safe_name(path, "write")
+        check_new_name(vault, path, "write")
     _check_text(vault, path, old_text, new_text)
 
 

@@ -121,3 +121,46 @@ def test_an_impossible_date_is_text_and_the_other_properties_stay_readable(
         "tags: [travel]\n", "tags: [travel]\nimportance: 7\n")
     assert run(vault, "tags_list")["tags"][0]["tag"] == "travel"
     vault.close()
+
+
+# -- names a person cannot tell apart -----------------------------------------------------
+NFC_CAFE = "knowledge/Caf\u00e9.md"
+NFD_CAFE = "knowledge/Cafe\u0301.md"
+NAMES = {NFC_CAFE: "# Café\n", "knowledge/bm25/bm25.md": "# BM25\n\nSee [[Café]].\n"}
+
+
+@pytest.mark.parametrize("path", [NFD_CAFE, "knowledge/café.md", "KNOWLEDGE/bm25/bm25.md",
+                                  "Knowledge/new-note.md"])
+def test_a_new_name_differing_only_in_case_or_normalisation_is_refused(
+        tmp_path: Path, path: str) -> None:
+    vault = make_vault(tmp_path / "v", NAMES)
+    before = sorted(p.relative_to(vault.root) for p in vault.root.rglob("*.md")
+                    if ".reme" not in p.parts)
+    for tool, args in (("write", {"path": path, "body": "x\n"}),
+                       ("copy", {"src": "knowledge/bm25/bm25.md", "dst": path}),
+                       ("move", {"src": "knowledge/bm25/bm25.md", "dst": path})):
+        with pytest.raises(ReMeError, match="looks the same as the existing"):
+            run(vault, tool, **args)
+    after = sorted(p.relative_to(vault.root) for p in vault.root.rglob("*.md")
+                   if ".reme" not in p.parts)
+    assert after == before
+    assert (vault.root / "knowledge/bm25/bm25.md").read_text() == NAMES["knowledge/bm25/bm25.md"]
+    vault.close()
+
+
+def test_a_case_only_rename_of_the_note_itself_is_allowed(tmp_path: Path) -> None:
+    vault = make_vault(tmp_path / "v", NAMES)
+    run(vault, "move", src=NFC_CAFE, dst="knowledge/café.md")
+    assert (vault.root / "knowledge/café.md").is_file()
+    vault.close()
+
+
+@pytest.mark.parametrize("name", ["x\u202egnp.md", "a\u200bb.md", "a\u2028b.md", "con.md",
+                                  "a*b.md", 'a"b.md', "a<b>.md", "a?.md", "dir./x.md",
+                                  "dir /x.md", "LPT1.notes.md"])
+def test_new_names_must_be_visible_and_portable(tmp_path: Path, name: str) -> None:
+    vault = make_vault(tmp_path / "v", NAMES)
+    with pytest.raises(ReMeError, match="Refused write"):
+        run(vault, "write", path=name, body="x\n")
+    assert not list((vault.root).glob(name.split("/")[0] + "*"))
+    vault.close()
