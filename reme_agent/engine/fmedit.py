@@ -142,6 +142,12 @@ def edit_frontmatter(text: str, set_: Mapping[str, Any] | None = None,
     eol = parts.eol
     if not parts.head:
         lead = "\ufeff" if text.startswith("\ufeff") else ""
+        if normalize_eol(text[len(lead):]).split("\n", 1)[0].rstrip() == "---":
+            raise FrontmatterEditError(
+                f"Cannot add properties to {path!r}: its first line is '---' but no line "
+                "closes the frontmatter, so it is read as text; a new block would go above "
+                "it and the properties written there would stay body text.",
+                "Close the frontmatter with a '---' line (or remove the first '---') first.")
         block = "---\n" + "".join(render_entry(k, v) for k, v in changed.items()) + "---\n"
         new_text = lead + restore_eol(block, eol) + text[len(lead):]
     else:

@@ -164,3 +164,13 @@ def test_new_names_must_be_visible_and_portable(tmp_path: Path, name: str) -> No
         run(vault, "write", path=name, body="x\n")
     assert not list((vault.root).glob(name.split("/")[0] + "*"))
     vault.close()
+
+
+def test_properties_are_not_added_above_a_frontmatter_block_that_is_never_closed(
+        tmp_path: Path) -> None:
+    note = "---\ntitle: Draft\ntags: [x]\n# Draft\n\nText.\n"
+    vault = make_vault(tmp_path / "v", {"draft.md": note})
+    with pytest.raises(ReMeError, match="no line closes the frontmatter"):
+        run(vault, "property_update", path="draft.md", properties={"importance": 7})
+    assert (vault.root / "draft.md").read_text() == note
+    vault.close()
