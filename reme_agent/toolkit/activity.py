@@ -79,7 +79,10 @@ def parse_timeframe(value: str, now: _dt.datetime) -> _dt.datetime:
         day = now.date() - _dt.timedelta(days=1 if text == "yesterday" else 0)
         return _dt.datetime.combine(day, _dt.time(), now.tzinfo)
     if m := _SPAN.match(text):
-        return now - _dt.timedelta(**{_UNIT[m.group(2)]: int(m.group(1))})
+        try:
+            return now - _dt.timedelta(**{_UNIT[m.group(2)]: int(m.group(1))})
+        except OverflowError:  # "99999999d": further back than dates go, i.e. everything
+            return _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
     try:
         moment = _dt.datetime.fromisoformat(text)
     except ValueError:

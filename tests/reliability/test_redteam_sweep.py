@@ -174,3 +174,10 @@ def test_properties_are_not_added_above_a_frontmatter_block_that_is_never_closed
         run(vault, "property_update", path="draft.md", properties={"importance": 7})
     assert (vault.root / "draft.md").read_text() == note
     vault.close()
+
+
+@pytest.mark.parametrize("timeframe", ["99999999d", "9999999999999999999999d", "99999999999w"])
+def test_a_timeframe_older_than_any_date_means_everything(tmp_path: Path, timeframe: str) -> None:
+    vault = make_vault(tmp_path / "v", {"a.md": "# A\n"})
+    assert [n["path"] for n in run(vault, "recent", timeframe=timeframe)["notes"]] == ["a.md"]
+    vault.close()
