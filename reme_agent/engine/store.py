@@ -147,8 +147,14 @@ class FileStore:
                              "file-system limit")
         return "/".join(parts)
 
-    def resolve(self, rel: str) -> Path:
-        """Absolute path for a vault-relative one; symlinks leading outside are refused."""
+    def resolve(self, rel: str, *, writing: bool = False) -> Path:
+        """Absolute path for a vault-relative one; symlinks leading outside are refused.
+
+        `writing`: the path is about to be created, replaced, moved or deleted, so it must
+        not go through a symlink at all. Through a symlinked folder the change lands on a
+        file the vault knows by another path (its index row, links and lock stay stale);
+        over a symlinked file a rename would replace the link with a copy.
+        """
         norm = self.normalize(rel)
         target = self.root / norm
         try:
@@ -163,6 +169,9 @@ class FileStore:
         if hidden is not None:  # a symlink inside the vault that leads into .reme/, .git/...
             raise PathEscape(rel, "it resolves (through a symlink) into "
                              + hidden_reason(hidden).split(";")[0])
+        if writing and real != target:
+            raise PathEscape(rel, "it goes through a symlink, so the change would land on "
+                             f"{self.relpath(real)!r}; change that path instead")
         return target
 
     def _inside(self, real: Path) -> bool:
@@ -290,13 +299,15 @@ class FileStore:
              skipped: list[tuple[str, str]] | None = None) -> Iterator[tuple[str, int, int]]:
         """(path, size, mtime_ns) of every file with one of `extensions`, in one fast walk.
 
-        Uses scandir's cached stat; symlinks are followed only when they stay in the vault.
+        Uses scandir's cached stat; a symlinked file is followed only when it stays in the
+        vault, and a symlinked folder never (as in `list`): it leads to a folder already walked
+        at its own path, so its notes would be indexed twice, or to one the index ignores.
         A note or folder whose name is not UTF-8 cannot become a path, so it is skipped (not
         fatal): with `skipped`, (printable path, reason) is appended there for the caller's
         report (filled as the generator runs) and the caller logs it; else it is logged here.
         """
         for entry, rel in self._walk(self.root, want=_wanted(extensions), sweep=True,
-                                     skipped=skipped):
+                                     skipped=skipped, follow_dir_links=False):
             try:
                 st = entry.stat()
             except OSError:
@@ -358,7 +369,7 @@ class FileStore:
                     stack.extend([prefix + name for name in old.folders])
                 continue
             files, folders, plain = self._list_folder(folder, want=want, sweep=stats,
-                                                      skipped=skipped)
+                                                      skipped=skipped, follow_dir_links=False)
             names: list[str] = []
             for entry, path in files:
                 if not stats:
@@ -497,11 +508,11 @@ class FileStore:
     def write(self, rel: str, text: str) -> str:
         """Create or replace a file atomically; returns the new stamp."""
         with self._writing(rel), self.lock(rel):
-            return self._atomic_write(self.resolve(rel), text.encode("utf-8"))
+            return self._atomic_write(self.resolve(rel, writing=True), text.encode("utf-8"))
 
     def write_bytes(self, rel: str, data: bytes) -> str:
         with self._writing(rel), self.lock(rel):
-            return self._atomic_write(self.resolve(rel), data)
+            return self._atomic_write(self.resolve(rel, writing=True), data)
 
     @contextlib.contextmanager
     def _writing(self, rel: str) -> Iterator[None]:
@@ -525,7 +536,7 @@ class FileStore:
             return self._create(rel, _bytes(text))
 
     def _create(self, rel: str, data: bytes) -> str:
-        path = self.resolve(rel)
+        path = self.resolve(rel, writing=True)
         norm = self.normalize(rel)
         if os.path.lexists(path):
             raise NoteExists(norm)  # cheap early refusal; the link below is the real check
@@ -566,7 +577,7 @@ class FileStore:
         """
         norm = self.normalize(rel)
         with self._writing(rel), self.lock(rel):
-            path = self.resolve(rel)
+            path = self.resolve(rel, writing=True)
             try:
                 old_fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
             except FileNotFoundError:
@@ -718,7 +729,7 @@ class FileStore:
     def delete(self, rel: str, stamp: str | None = None) -> None:
         """Delete a file; with `stamp`, only while it still has those bytes (compare and
         delete under the per-file lock every store writer takes)."""
-        path = self.resolve(rel)
+        path = self.resolve(rel, writing=True)
         if not path.is_file():
             raise NoteNotFound(self.normalize(rel), self.suggest(rel))
         with self._writing(rel), self.lock(rel):
@@ -730,7 +741,7 @@ class FileStore:
         self._prune_empty_dirs(path.parent)
 
     def move(self, src: str, dst: str, overwrite: bool = False) -> None:
-        source, target = self.resolve(src), self.resolve(dst)
+        source, target = self.resolve(src, writing=True), self.resolve(dst, writing=True)
         if not source.is_file():
             raise NoteNotFound(self.normalize(src), self.suggest(src))
         if target.exists() and not overwrite:

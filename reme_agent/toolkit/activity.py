@@ -82,7 +82,7 @@ def parse_timeframe(value: str, now: _dt.datetime) -> _dt.datetime:
         try:
             return now - _dt.timedelta(**{_UNIT[m.group(2)]: int(m.group(1))})
         except OverflowError:  # "99999999d": further back than dates go, i.e. everything
-            return _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
+            return _dt.datetime.min.replace(tzinfo=_dt.UTC)
     try:
         moment = _dt.datetime.fromisoformat(text)
     except ValueError:

@@ -181,3 +181,26 @@ def test_a_timeframe_older_than_any_date_means_everything(tmp_path: Path, timefr
     vault = make_vault(tmp_path / "v", {"a.md": "# A\n"})
     assert [n["path"] for n in run(vault, "recent", timeframe=timeframe)["notes"]] == ["a.md"]
     vault.close()
+
+
+# -- a symlinked folder inside the vault --------------------------------------------------
+def test_a_symlinked_folder_inside_the_vault_is_indexed_once_and_not_written_through(
+        tmp_path: Path) -> None:
+    notes = {"knowledge/bm25/bm25.md": "# BM25\n\nScores blocks.\n", "a.md": "# A\n\n[[bm25]]\n"}
+    vault = make_vault(tmp_path / "v", notes, index=False)
+    (vault.root / "knowledge/alias").symlink_to(vault.root / "knowledge/bm25",
+                                               target_is_directory=True)
+    vault.index()
+    assert sorted(vault.index_rows()) == ["a.md", "knowledge/bm25/bm25.md"]
+    stamp = stamp_of(vault, "knowledge/bm25/bm25.md")
+    with pytest.raises(ReMeError, match="goes through a symlink"):
+        run(vault, "write", path="knowledge/alias/bm25.md", body="Changed.\n", overwrite=True,
+            stamp=stamp)
+    for tool, args in (("delete", {"path": "knowledge/alias/bm25.md"}),
+                       ("write", {"path": "knowledge/alias/new.md", "body": "x\n"}),
+                       ("move", {"src": "a.md", "dst": "knowledge/alias/a.md"})):
+        with pytest.raises(ReMeError, match="goes through a symlink"):
+            run(vault, tool, **args)
+    assert {p.name for p in (vault.root / "knowledge/bm25").iterdir()} == {"bm25.md"}
+    assert (vault.root / "knowledge/bm25/bm25.md").read_text() == notes["knowledge/bm25/bm25.md"]
+    vault.close()
