@@ -172,6 +172,12 @@ class FileStore:
         if writing and real != target:
             raise PathEscape(rel, "it goes through a symlink, so the change would land on "
                              f"{self.relpath(real)!r}; change that path instead")
+        if writing:
+            folder = target.parent
+            while folder != self.root and not os.path.lexists(folder):
+                folder = folder.parent
+            if not folder.is_dir():  # `a.md/x.md`: the OS says "File exists" or "Not a dir"
+                raise PathEscape(rel, f"{self.relpath(folder)!r} is a file, not a folder")
         return target
 
     def _inside(self, real: Path) -> bool:

@@ -204,3 +204,15 @@ def test_a_symlinked_folder_inside_the_vault_is_indexed_once_and_not_written_thr
     assert {p.name for p in (vault.root / "knowledge/bm25").iterdir()} == {"bm25.md"}
     assert (vault.root / "knowledge/bm25/bm25.md").read_text() == notes["knowledge/bm25/bm25.md"]
     vault.close()
+
+
+@pytest.mark.parametrize("path", ["k.md/x.md", "k.md/sub/x.md"])
+def test_a_path_under_a_file_is_a_clear_refusal(tmp_path: Path, path: str) -> None:
+    vault = make_vault(tmp_path / "v", {"k.md": "# K\n"})
+    for tool, args in (("write", {"path": path, "body": "x\n"}),
+                       ("copy", {"src": "k.md", "dst": path}),
+                       ("move", {"src": "k.md", "dst": path})):
+        with pytest.raises(ReMeError, match="'k.md' is a file, not a folder"):
+            run(vault, tool, **args)
+    assert (vault.root / "k.md").read_text() == "# K\n"
+    vault.close()
