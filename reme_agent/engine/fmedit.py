@@ -135,6 +135,11 @@ def edit_frontmatter(text: str, set_: Mapping[str, Any] | None = None,
         wanted = {k: jsonable(v) for k, v in (set_ or {}).items()}
     except ValueError as exc:
         raise FrontmatterEditError(f"Refused property edit of {path!r}: {exc}.") from None
+    odd = next((k for k, v in wanted.items() if _not_finite(v)), None)
+    if odd is not None:  # NaN never equals itself: the read-back check would blame an anchor
+        raise FrontmatterEditError(f"Refused property edit of {path!r}: {odd!r} holds NaN or "
+                                   "an infinity, which a property cannot keep.",
+                                   "Use a number, or text such as \"unknown\".")
     changed = {k: v for k, v in wanted.items() if k not in old or old[k] != v}
     if not changed and not gone:
         return text
@@ -194,6 +199,16 @@ def _edit_head(head: str, eol: str, changed: Mapping[str, Any], gone: list[str],
         out[insert_at:insert_at] = new
         insert_at += len(new)
     return sep.join([opening, *out, closing, *([] if tail is None else [tail])])
+
+
+def _not_finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return value != value or value in (float("inf"), float("-inf"))
+    if isinstance(value, dict):
+        return any(_not_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_not_finite(v) for v in value)
+    return False
 
 
 def _rendered(key: str, value: Any, flow: bool, line_end: str) -> list[str]:

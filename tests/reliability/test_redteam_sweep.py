@@ -216,3 +216,12 @@ def test_a_path_under_a_file_is_a_clear_refusal(tmp_path: Path, path: str) -> No
             run(vault, tool, **args)
     assert (vault.root / "k.md").read_text() == "# K\n"
     vault.close()
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), [1, float("-inf")]])
+def test_a_nan_property_is_refused_for_what_it_is(tmp_path: Path, value: object) -> None:
+    vault = make_vault(tmp_path / "v", {"n.md": "---\ntitle: N\n---\n# N\n"})
+    with pytest.raises(ReMeError, match="NaN or an infinity"):
+        run(vault, "property_update", path="n.md", properties={"score": value})
+    assert (vault.root / "n.md").read_text() == "---\ntitle: N\n---\n# N\n"
+    vault.close()
