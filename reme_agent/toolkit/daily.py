@@ -38,7 +38,7 @@ from reme_agent.schema.daynotes import section_body, section_names, with_section
 from reme_agent.schema.frontmatter import status_move_error
 from reme_agent.schema.layout import DAILY, daily_path, is_slug, parse_daily_path, slugify
 from reme_agent.schema.obsidian import DailyNotesLayout, detect_daily_layout, format_date
-from reme_agent.toolkit.common import now_iso, parse_day
+from reme_agent.toolkit.common import PAGE_STAMP, file_stamp, now_iso, parse_day
 from reme_agent.toolkit.naming import note_path
 from reme_agent.toolkit.notes import (
     check_write,
@@ -116,8 +116,12 @@ def daily_write(vault: Vault, slug: str, body: str, date: str | None = None,
                            created=True)
         except NoteExists:
             pass  # created meanwhile by another writer: updated below instead
+    if mode == "replace" and stamp is not None and stamp.startswith(PAGE_STAMP):
+        raise InvalidArgument(f"Refused to replace the body of {path!r}: the stamp comes from "
+                              "a partial read, so the lines you did not read would be lost.",
+                              "Read the whole note first, or append (mode='append').")
     # One CAS edit: a note created meanwhile by another writer is updated instead.
-    done = vault.store.cas_edit(path, edit, stamp=stamp, create=True)
+    done = vault.store.cas_edit(path, edit, stamp=file_stamp(stamp), create=True)
     assert done.stamp is not None and done.text is not None
     if done.status == "unchanged":
         return ToolResult({"path": path, "stamp": done.stamp, "created": False, "bytes":
@@ -205,7 +209,7 @@ def daily_status(vault: Vault, path: str,
     """
     note, _ = _daily_note(vault, path)
     text, stamp_now = vault.store.read_stamped(note)
-    if stamp is not None and stamp != stamp_now:
+    if stamp is not None and file_stamp(stamp) != stamp_now:
         raise StampChanged(note, stamp, stamp_now)
     fm = split_note(text, note).frontmatter
     if fm.get("lifecycle") not in (None, "streaming"):

@@ -30,7 +30,7 @@ from reme_agent.errors import (
     StampChanged,
 )
 from reme_agent.schema.layout import RESOURCE, layer_of
-from reme_agent.toolkit.common import is_note
+from reme_agent.toolkit.common import file_stamp, is_note
 from reme_agent.toolkit.naming import note_path
 from reme_agent.toolkit.policy import (
     check_change,
@@ -140,7 +140,7 @@ def delete(vault: Vault, path: str, stamp: str | None = None) -> ToolResult:
     if not vault.store.exists(norm):
         raise NoteNotFound(norm, vault.store.suggest(norm))
     current = vault.store.stamp(norm)
-    if stamp is not None and stamp != current:
+    if stamp is not None and file_stamp(stamp) != current:
         raise StampChanged(norm, stamp, current)
     view = vault.view()
     after = view.after({}, removed=[norm])

@@ -38,8 +38,11 @@ from reme_agent.errors import (
 from reme_agent.schema.frontmatter import status_move_error, type_errors
 from reme_agent.schema.layout import RESOURCE, is_record, layer_of
 from reme_agent.toolkit.common import (
+    PAGE_STAMP,
+    file_stamp,
     is_note,
     norm_folder,
+    page_stamp,
     short,
 )
 from reme_agent.toolkit.naming import note_path, restyle_named_links
@@ -91,6 +94,8 @@ def read_note(vault: Vault, path: str, start_line: int | None = None,
     """Read a note, or a range of its lines, with the stamp needed to write it back.
 
     A very long note comes in pages: the answer then says truncated and gives next_start_line.
+    A line range or a page comes with a page stamp ("page-..."): property edits, link_remove
+    and delete take it, but `write` replaces the whole note and needs the stamp of a whole read.
 
     Args:
         path: Vault-relative path, e.g. "knowledge/bm25/bm25.md", or a note name as in a
@@ -113,6 +118,7 @@ def read_note(vault: Vault, path: str, start_line: int | None = None,
         part, last, cut = _page(lines, first, wanted)
         part = part.replace("\n", eol)
         truncated = cut or last < wanted
+        stamp = page_stamp(stamp)  # `write` must not take this page for the whole note
     data: dict[str, Any] = {"path": norm, "stamp": stamp, "text": part, "start_line": first,
                             "end_line": last, "total_lines": len(lines)}
     head = f"[{norm} | lines {first}-{last} of {len(lines)} | stamp {stamp}]"
@@ -354,7 +360,7 @@ def edit_properties(vault: Vault, path: str, set_: Mapping[str, Any] | None = No
         planned.update(fm=new_fm, missing=[k for k in remove if k not in fm])
         return None if new_text == text else new_text
 
-    done = vault.store.cas_edit(norm, edit, stamp=stamp)
+    done = vault.store.cas_edit(norm, edit, stamp=file_stamp(stamp))
     warning = vault.try_refresh([norm]) if done.status == "written" else None
     assert done.stamp is not None
     return _props_result(norm, done.stamp, done.status == "written", planned["fm"],
@@ -467,6 +473,13 @@ def _check_stamp(path: str, current: tuple[str, str] | None, overwrite: bool,
         raise InvalidArgument(f"Refused to replace {path!r} without its stamp.",
                               f"Read {path!r} first and pass the stamp it gave with "
                               "overwrite=true (a person at the CLI can use --force).")
+    if stamp.startswith(PAGE_STAMP):
+        raise InvalidArgument(f"Refused to replace {path!r}: the stamp comes from a partial "
+                              "read (a line range or a page), and `write` replaces the whole "
+                              "note, so every line you did not read would be lost.",
+                              "Read the whole note (no start_line/end_line) and write that "
+                              "back; for properties use property_update, for a daily note "
+                              "daily_write.")
     if stamp != current[1]:
         raise StampChanged(path, stamp, current[1])
 

@@ -225,3 +225,28 @@ def test_a_nan_property_is_refused_for_what_it_is(tmp_path: Path, value: object)
         run(vault, "property_update", path="n.md", properties={"score": value})
     assert (vault.root / "n.md").read_text() == "---\ntitle: N\n---\n# N\n"
     vault.close()
+
+
+# -- a write back of a partial read --------------------------------------------------------
+def test_a_page_of_a_read_cannot_be_written_back_as_the_whole_note(tmp_path: Path) -> None:
+    """A model reads lines 5-6 (or the first page of a long note) and writes "the note"
+    back with the stamp it got: every line it did not read was gone (E-1 passed: the same
+    [[links]] were in the page)."""
+    note = "---\ntitle: Long\n---\n# Long\n" + "".join(f"line {i} [[x]]\n" for i in range(40))
+    vault = make_vault(tmp_path / "v", {"long.md": note, "other.md": "# O\n\n[[x]]\n"})
+    page = run(vault, "read", path="long.md", start_line=5, end_line=6)
+    with pytest.raises(ReMeError, match="partial read"):
+        run(vault, "write", path="long.md", body=page["text"] + "added\n", overwrite=True,
+            stamp=page["stamp"])
+    with pytest.raises(ReMeError, match="partial read"):
+        run(vault, "copy", src="other.md", dst="long.md", overwrite=True, stamp=page["stamp"])
+    assert (vault.root / "long.md").read_text() == note
+    # edits that keep the unseen lines still take the page's stamp
+    run(vault, "property_update", path="long.md", properties={"importance": 7},
+        stamp=page["stamp"])
+    whole = run(vault, "read", path="long.md")
+    assert not whole["stamp"].startswith("page-") and "line 39 [[x]]" in whole["text"]
+    run(vault, "delete", path="long.md", stamp=run(vault, "read", path="long.md",
+                                                   start_line=1, end_line=2)["stamp"])
+    assert not (vault.root / "long.md").exists()
+    vault.close()
