@@ -215,7 +215,8 @@ class Vault:
     def view(self) -> VaultView:
         """The vault as it is now (files, notes' names and links, a resolver): what a
         tool, a lint or a multi-file change plans against."""
-        return VaultView(self.store, self.index_rows(), self.settings.index.extensions)
+        return VaultView(self.store, self.index_rows(), self.settings.index.extensions,
+                         self.settings.index.max_file_bytes)
 
     def ready(self) -> None:
         """Load projections from the saved state (cold open) or pick up another process's run."""

@@ -78,6 +78,19 @@ class _GuardedLoader(_Base):  # type: ignore[misc, valid-type]
                 seen[key] = line
         return super().construct_mapping(node, deep=deep)
 
+    def construct_yaml_timestamp(self, node: Any) -> Any:
+        """A date YAML would read, or the text as written when it is no calendar date
+        (`2024-13-45`, `2024-02-30`): one typo must not make every property unreadable,
+        and Obsidian shows such a value as text too."""
+        try:
+            return super().construct_yaml_timestamp(node)
+        except ValueError:
+            return self.construct_scalar(node)
+
+
+_GuardedLoader.add_constructor("tag:yaml.org,2002:timestamp",
+                               _GuardedLoader.construct_yaml_timestamp)
+
 
 def jsonable(value: Any, depth: int = 0, budget: list[int] | None = None) -> Any:
     """A JSON-able copy of a loaded (or given) value; refuses bombs and cycles."""

@@ -135,6 +135,11 @@ def edit_frontmatter(text: str, set_: Mapping[str, Any] | None = None,
         wanted = {k: jsonable(v) for k, v in (set_ or {}).items()}
     except ValueError as exc:
         raise FrontmatterEditError(f"Refused property edit of {path!r}: {exc}.") from None
+    odd = next((k for k, v in wanted.items() if _not_finite(v)), None)
+    if odd is not None:  # NaN never equals itself: the read-back check would blame an anchor
+        raise FrontmatterEditError(f"Refused property edit of {path!r}: {odd!r} holds NaN or "
+                                   "an infinity, which a property cannot keep.",
+                                   "Use a number, or text such as \"unknown\".")
     changed = {k: v for k, v in wanted.items() if k not in old or old[k] != v}
     if not changed and not gone:
         return text
@@ -142,6 +147,12 @@ def edit_frontmatter(text: str, set_: Mapping[str, Any] | None = None,
     eol = parts.eol
     if not parts.head:
         lead = "\ufeff" if text.startswith("\ufeff") else ""
+        if normalize_eol(text[len(lead):]).split("\n", 1)[0].rstrip() == "---":
+            raise FrontmatterEditError(
+                f"Cannot add properties to {path!r}: its first line is '---' but no line "
+                "closes the frontmatter, so it is read as text; a new block would go above "
+                "it and the properties written there would stay body text.",
+                "Close the frontmatter with a '---' line (or remove the first '---') first.")
         block = "---\n" + "".join(render_entry(k, v) for k, v in changed.items()) + "---\n"
         new_text = lead + restore_eol(block, eol) + text[len(lead):]
     else:
@@ -154,7 +165,9 @@ def _edit_head(head: str, eol: str, changed: Mapping[str, Any], gone: list[str],
                path: str) -> str:
     sep = "\r" if eol == "\r" else "\n"
     raw = head.split(sep)  # fences + YAML lines; a CRLF line keeps its "\r"
-    tail = raw.pop()  # what follows the closing line's separator ("" normally)
+    # what follows the closing line's separator: "", or nothing at all when the note ends
+    # right after its closing `---` (the closing line is then the last piece, not a tail)
+    tail = raw.pop() if head.endswith(sep) else None
     opening, closing, yaml_lines = raw[0], raw[-1], raw[1:-1]
     fm = normalize_eol(sep.join(yaml_lines) + (sep if yaml_lines else ""))
     spans = key_spans(fm)
@@ -185,7 +198,17 @@ def _edit_head(head: str, eol: str, changed: Mapping[str, Any], gone: list[str],
         new = _rendered(key, changed[key], False, line_end)
         out[insert_at:insert_at] = new
         insert_at += len(new)
-    return sep.join([opening, *out, closing, tail])
+    return sep.join([opening, *out, closing, *([] if tail is None else [tail])])
+
+
+def _not_finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return value != value or value in (float("inf"), float("-inf"))
+    if isinstance(value, dict):
+        return any(_not_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_not_finite(v) for v in value)
+    return False
 
 
 def _rendered(key: str, value: Any, flow: bool, line_end: str) -> list[str]:

@@ -154,6 +154,16 @@ class NoteParts:
     error: ParseError | None = None
     eol: str = "\n"
 
+    def with_body(self, body: str) -> str:
+        """The note with a new `body` after its frontmatter block, byte for byte.
+
+        A note that is only frontmatter may end right after its closing ``---`` with no
+        newline; gluing a body there (``---new``) would unclose the block and turn every
+        property into body text, so the note's own line ending goes in between."""
+        if body and self.head and not self.head.endswith(("\n", "\r")):
+            return self.head + self.eol + body
+        return self.head + body
+
 
 def split_note(text: str, path: str = "") -> NoteParts:
     """Frontmatter and raw body of a note's text (see `NoteParts`); never raises.

@@ -28,6 +28,7 @@ import os
 import stat
 import tempfile
 import time
+import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -146,8 +147,14 @@ class FileStore:
                              "file-system limit")
         return "/".join(parts)
 
-    def resolve(self, rel: str) -> Path:
-        """Absolute path for a vault-relative one; symlinks leading outside are refused."""
+    def resolve(self, rel: str, *, writing: bool = False) -> Path:
+        """Absolute path for a vault-relative one; symlinks leading outside are refused.
+
+        `writing`: the path is about to be created, replaced, moved or deleted, so it must
+        not go through a symlink at all. Through a symlinked folder the change lands on a
+        file the vault knows by another path (its index row, links and lock stay stale);
+        over a symlinked file a rename would replace the link with a copy.
+        """
         norm = self.normalize(rel)
         target = self.root / norm
         try:
@@ -162,6 +169,15 @@ class FileStore:
         if hidden is not None:  # a symlink inside the vault that leads into .reme/, .git/...
             raise PathEscape(rel, "it resolves (through a symlink) into "
                              + hidden_reason(hidden).split(";")[0])
+        if writing and real != target:
+            raise PathEscape(rel, "it goes through a symlink, so the change would land on "
+                             f"{self.relpath(real)!r}; change that path instead")
+        if writing:
+            folder = target.parent
+            while folder != self.root and not os.path.lexists(folder):
+                folder = folder.parent
+            if not folder.is_dir():  # `a.md/x.md`: the OS says "File exists" or "Not a dir"
+                raise PathEscape(rel, f"{self.relpath(folder)!r} is a file, not a folder")
         return target
 
     def _inside(self, real: Path) -> bool:
@@ -178,6 +194,31 @@ class FileStore:
             return True
         return not self._inside(real) or any(
             is_hidden(p) for p in real.relative_to(self.root).parts)
+
+    def lookalike(self, rel: str) -> str | None:
+        """An existing path that `rel` (not on disk as written) names on another file
+        system, or None: a folder or file whose name differs only in letter case or in
+        Unicode normalisation (`Café` composed or decomposed). macOS and Windows keep one
+        of the two, Obsidian links both as one, and a sync between machines merges them.
+
+        Only folders along `rel` that are missing as written are listed, so a new note in
+        an existing folder costs one listing of that folder.
+        """
+        folder, found, twinned = self.root, [], False
+        for part in self.normalize(rel).split("/"):
+            if not os.path.lexists(folder / part):
+                key = _fold(part)
+                try:
+                    names = os.listdir(folder)
+                except OSError:
+                    names = []
+                twin = next((n for n in names if _fold(n) == key), None)
+                if twin is None:
+                    break
+                part, twinned = twin, True
+            found.append(part)
+            folder = folder / part
+        return "/".join(found) if twinned else None
 
     def relpath(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
@@ -264,13 +305,15 @@ class FileStore:
              skipped: list[tuple[str, str]] | None = None) -> Iterator[tuple[str, int, int]]:
         """(path, size, mtime_ns) of every file with one of `extensions`, in one fast walk.
 
-        Uses scandir's cached stat; symlinks are followed only when they stay in the vault.
+        Uses scandir's cached stat; a symlinked file is followed only when it stays in the
+        vault, and a symlinked folder never (as in `list`): it leads to a folder already walked
+        at its own path, so its notes would be indexed twice, or to one the index ignores.
         A note or folder whose name is not UTF-8 cannot become a path, so it is skipped (not
         fatal): with `skipped`, (printable path, reason) is appended there for the caller's
         report (filled as the generator runs) and the caller logs it; else it is logged here.
         """
         for entry, rel in self._walk(self.root, want=_wanted(extensions), sweep=True,
-                                     skipped=skipped):
+                                     skipped=skipped, follow_dir_links=False):
             try:
                 st = entry.stat()
             except OSError:
@@ -332,7 +375,7 @@ class FileStore:
                     stack.extend([prefix + name for name in old.folders])
                 continue
             files, folders, plain = self._list_folder(folder, want=want, sweep=stats,
-                                                      skipped=skipped)
+                                                      skipped=skipped, follow_dir_links=False)
             names: list[str] = []
             for entry, path in files:
                 if not stats:
@@ -471,11 +514,11 @@ class FileStore:
     def write(self, rel: str, text: str) -> str:
         """Create or replace a file atomically; returns the new stamp."""
         with self._writing(rel), self.lock(rel):
-            return self._atomic_write(self.resolve(rel), text.encode("utf-8"))
+            return self._atomic_write(self.resolve(rel, writing=True), text.encode("utf-8"))
 
     def write_bytes(self, rel: str, data: bytes) -> str:
         with self._writing(rel), self.lock(rel):
-            return self._atomic_write(self.resolve(rel), data)
+            return self._atomic_write(self.resolve(rel, writing=True), data)
 
     @contextlib.contextmanager
     def _writing(self, rel: str) -> Iterator[None]:
@@ -499,7 +542,7 @@ class FileStore:
             return self._create(rel, _bytes(text))
 
     def _create(self, rel: str, data: bytes) -> str:
-        path = self.resolve(rel)
+        path = self.resolve(rel, writing=True)
         norm = self.normalize(rel)
         if os.path.lexists(path):
             raise NoteExists(norm)  # cheap early refusal; the link below is the real check
@@ -540,7 +583,7 @@ class FileStore:
         """
         norm = self.normalize(rel)
         with self._writing(rel), self.lock(rel):
-            path = self.resolve(rel)
+            path = self.resolve(rel, writing=True)
             try:
                 old_fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
             except FileNotFoundError:
@@ -550,7 +593,7 @@ class FileStore:
                 current = stamp_of(checked) if checked is not None else None
                 if current != stamp:
                     raise StampChanged(norm, stamp or "absent", current)
-                data = _bytes(text)
+                data = encode_like(text, checked)
                 new_stamp = self._atomic_write(path, data)
                 if old_fd is not None and checked is not None:
                     if self._keep_late_writes(path, old_fd, checked, data):
@@ -692,7 +735,7 @@ class FileStore:
     def delete(self, rel: str, stamp: str | None = None) -> None:
         """Delete a file; with `stamp`, only while it still has those bytes (compare and
         delete under the per-file lock every store writer takes)."""
-        path = self.resolve(rel)
+        path = self.resolve(rel, writing=True)
         if not path.is_file():
             raise NoteNotFound(self.normalize(rel), self.suggest(rel))
         with self._writing(rel), self.lock(rel):
@@ -704,7 +747,7 @@ class FileStore:
         self._prune_empty_dirs(path.parent)
 
     def move(self, src: str, dst: str, overwrite: bool = False) -> None:
-        source, target = self.resolve(src), self.resolve(dst)
+        source, target = self.resolve(src, writing=True), self.resolve(dst, writing=True)
         if not source.is_file():
             raise NoteNotFound(self.normalize(src), self.suggest(src))
         if target.exists() and not overwrite:
@@ -789,6 +832,11 @@ def hidden_reason(name: str) -> str:
             ".reme/ belong to other programs, and tools never read or change them")
 
 
+def _fold(name: str) -> str:
+    """A name as case- and normalisation-insensitive file systems compare it."""
+    return unicodedata.normalize("NFC", name).casefold()
+
+
 def control_char(text: str) -> str | None:
     """The first C0/C1 control character or DEL in `text`, if any."""
     return next((c for c in text if ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0), None)
@@ -845,6 +893,20 @@ def _report_skip(shown: str, why: str, skipped: list[tuple[str, str]] | None) ->
 
 def _bytes(content: str | bytes) -> bytes:
     return content.encode("utf-8") if isinstance(content, str) else content
+
+
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def encode_like(content: str | bytes, old: bytes | None) -> bytes:
+    """The bytes of a rewrite of a file that held `old`: text that was read without the
+    file's UTF-8 byte-order mark (`decode_text` drops it) gets it back, so an edit does not
+    change a byte the writer never saw. Bytes are written as given."""
+    data = _bytes(content)
+    if isinstance(content, str) and old is not None and old.startswith(UTF8_BOM) \
+            and not data.startswith(UTF8_BOM):
+        return UTF8_BOM + data
+    return data
 
 
 def decode_text(data: bytes, path: str = "") -> str:

@@ -64,6 +64,7 @@ from reme_agent.engine.store import (
     _bytes,
     _fsync_dir,
     decode_text,
+    encode_like,
     stamp_of,
 )
 from reme_agent.errors import NoteExists, StampChanged
@@ -151,8 +152,8 @@ class Transaction:
         """Replace a file the plan has read."""
         if path not in self._seen:
             raise ValueError(f"plan error: {path!r} written before it was read")
-        kind = "create" if self._seen[path].old is None else "write"
-        self._ops[path] = (kind, _bytes(text))
+        old = self._seen[path].old
+        self._ops[path] = ("create" if old is None else "write", encode_like(text, old))
 
     def create(self, path: str, text: str | bytes) -> None:
         """Create a new file (refused at commit if it appeared meanwhile)."""

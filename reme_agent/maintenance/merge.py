@@ -400,7 +400,7 @@ def plan_merge(vault: Vault, view: VaultView, members: list[str], now: datetime,
     if lost:
         raise ConservationViolation(winner, {(t.lstrip("\0"), pr) for t, pr in lost})
     old_fm = win.frontmatter
-    tx.write(winner, edit_frontmatter(win.head + merged_body, fm,
+    tx.write(winner, edit_frontmatter(win.with_body(merged_body), fm,
                                       [k for k in old_fm if k not in fm], winner))
     for loser in losers:
         tx.delete(loser)

@@ -324,7 +324,7 @@ def build_split(vault: Vault, view: VaultView, proposal: SplitProposal, plan: Sp
         raise ConservationViolation(parent, {(t.lstrip("\0"), p) for t, p in lost})
     # E-3: nothing else is written, and every existing link resolves as before.
     _check_resolution(view, after)
-    tx.write(parent, edit_frontmatter(src.head + restore_eol(new_body, src.eol),
+    tx.write(parent, edit_frontmatter(src.with_body(restore_eol(new_body, src.eol)),
                                       {"updated": stamp}, path=parent))
     for path, ctext in child_texts.items():
         tx.create(path, ctext)

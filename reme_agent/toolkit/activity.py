@@ -57,7 +57,8 @@ def recent(vault: Vault, timeframe: str = "7d", folder: str = "", limit: int = 2
         read = reads.get(path)
         events = []
         if changed >= since:
-            meta = note_meta(vault.store, path, rows.get(path), (size, mtime_ns))
+            meta = note_meta(vault.store, path, rows.get(path), (size, mtime_ns),
+                             vault.settings.index.max_file_bytes)
             born = parse_moment(meta.frontmatter.get("created"))
             events.append(("created" if born and born >= since else "edited", changed, meta))
         if read is not None and read >= since:
@@ -78,7 +79,10 @@ def parse_timeframe(value: str, now: _dt.datetime) -> _dt.datetime:
         day = now.date() - _dt.timedelta(days=1 if text == "yesterday" else 0)
         return _dt.datetime.combine(day, _dt.time(), now.tzinfo)
     if m := _SPAN.match(text):
-        return now - _dt.timedelta(**{_UNIT[m.group(2)]: int(m.group(1))})
+        try:
+            return now - _dt.timedelta(**{_UNIT[m.group(2)]: int(m.group(1))})
+        except OverflowError:  # "99999999d": further back than dates go, i.e. everything
+            return _dt.datetime.min.replace(tzinfo=_dt.UTC)
     try:
         moment = _dt.datetime.fromisoformat(text)
     except ValueError:
@@ -90,7 +94,8 @@ def parse_timeframe(value: str, now: _dt.datetime) -> _dt.datetime:
 def _item(vault: Vault, path: str, rows: dict[str, Any], events: list[tuple[str, Any, Any]],
           size: int, mtime_ns: int) -> dict[str, Any]:
     meta = next((m for _, _, m in events if m is not None), None) or \
-        note_meta(vault.store, path, rows.get(path), (size, mtime_ns))
+        note_meta(vault.store, path, rows.get(path), (size, mtime_ns),
+                  vault.settings.index.max_file_bytes)
     kind, when, _ = max(events, key=lambda e: e[1])
     desc = meta.frontmatter.get("description")
     return {"path": path, "title": meta.title, "event": kind,

@@ -61,3 +61,19 @@ def short(text: str, width: int = 160) -> str:
 
 def stem(path: str) -> str:
     return PurePosixPath(path).stem
+
+
+PAGE_STAMP = "page-"
+"""Prefix of the stamp a partial `read` (a line range, a page of a long note) returns."""
+
+
+def page_stamp(stamp: str) -> str:
+    """The stamp of a partial read: the same bytes, marked so that `write`, which replaces
+    the whole note, can tell the caller has not seen all of it."""
+    return PAGE_STAMP + stamp
+
+
+def file_stamp(stamp: str | None) -> str | None:
+    """The file's stamp from a stamp a tool gave out (a page stamp names the same bytes):
+    for edits that keep what the caller did not see (properties, a delete, a status)."""
+    return stamp[len(PAGE_STAMP):] if stamp and stamp.startswith(PAGE_STAMP) else stamp

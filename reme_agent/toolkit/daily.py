@@ -38,7 +38,7 @@ from reme_agent.schema.daynotes import section_body, section_names, with_section
 from reme_agent.schema.frontmatter import status_move_error
 from reme_agent.schema.layout import DAILY, daily_path, is_slug, parse_daily_path, slugify
 from reme_agent.schema.obsidian import DailyNotesLayout, detect_daily_layout, format_date
-from reme_agent.toolkit.common import now_iso, parse_day
+from reme_agent.toolkit.common import PAGE_STAMP, file_stamp, now_iso, parse_day
 from reme_agent.toolkit.naming import note_path
 from reme_agent.toolkit.notes import (
     check_write,
@@ -116,8 +116,12 @@ def daily_write(vault: Vault, slug: str, body: str, date: str | None = None,
                            created=True)
         except NoteExists:
             pass  # created meanwhile by another writer: updated below instead
+    if mode == "replace" and stamp is not None and stamp.startswith(PAGE_STAMP):
+        raise InvalidArgument(f"Refused to replace the body of {path!r}: the stamp comes from "
+                              "a partial read, so the lines you did not read would be lost.",
+                              "Read the whole note first, or append (mode='append').")
     # One CAS edit: a note created meanwhile by another writer is updated instead.
-    done = vault.store.cas_edit(path, edit, stamp=stamp, create=True)
+    done = vault.store.cas_edit(path, edit, stamp=file_stamp(stamp), create=True)
     assert done.stamp is not None and done.text is not None
     if done.status == "unchanged":
         return ToolResult({"path": path, "stamp": done.stamp, "created": False, "bytes":
@@ -206,7 +210,7 @@ def daily_status(vault: Vault, path: str,
     """
     note, _ = _daily_note(vault, path)
     text, stamp_now = vault.store.read_stamped(note)
-    if stamp is not None and stamp != stamp_now:
+    if stamp is not None and file_stamp(stamp) != stamp_now:
         raise StampChanged(note, stamp, stamp_now)
     fm = split_note(text, note).frontmatter
     if fm.get("lifecycle") not in (None, "streaming"):
@@ -350,7 +354,7 @@ def _appended(path: str, text: str, body: str, new: dict[str, Any], mode: str) -
     old_body = normalize_eol(parts.body)
     merged = body if mode == "replace" else old_body.rstrip("\n") + "\n\n" + body.strip("\n") + "\n"
     new_body = restore_eol(ends_nl(normalize_eol(merged)), parts.eol)
-    return edit_frontmatter(parts.head + new_body, changes, path=path)
+    return edit_frontmatter(parts.with_body(new_body), changes, path=path)
 
 
 # -- Obsidian day notes ---------------------------------------------------------------------
@@ -391,12 +395,13 @@ def _day_note_write(vault: Vault, layout: DailyNotesLayout, path: str, text: str
         parts = split_note(start, path)
         fm = _default_frontmatter(new, title=None)
         merged = with_section(normalize_eol(parts.body), slug, body, mode)
-        return edit_frontmatter(parts.head + restore_eol(merged, parts.eol),
+        return edit_frontmatter(parts.with_body(restore_eol(merged, parts.eol)),
                                 {k: v for k, v in fm.items() if k not in parts.frontmatter},
                                 path=path)
     parts, changes = _update_of(path, text, new, day_note=True)
     merged = with_section(normalize_eol(parts.body), slug, body, mode)
-    return edit_frontmatter(parts.head + restore_eol(merged, parts.eol), changes, path=path)
+    return edit_frontmatter(parts.with_body(restore_eol(merged, parts.eol)), changes,
+                            path=path)
 
 
 def _template_text(vault: Vault, layout: DailyNotesLayout, path: str) -> str:

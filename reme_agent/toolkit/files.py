@@ -30,12 +30,13 @@ from reme_agent.errors import (
     StampChanged,
 )
 from reme_agent.schema.layout import RESOURCE, layer_of
-from reme_agent.toolkit.common import is_note
+from reme_agent.toolkit.common import file_stamp, is_note
 from reme_agent.toolkit.naming import note_path
 from reme_agent.toolkit.policy import (
     check_change,
     check_destination_folder,
     check_link_safe_name,
+    check_new_name,
     file_kind,
 )
 from reme_agent.toolkit.results import ToolResult, tool
@@ -69,6 +70,7 @@ def move(vault: Vault, src: str, dst: str) -> ToolResult:
     check_destination_folder(vault, d)
     if kind == "note":
         check_link_safe_name(d, "move")
+    check_new_name(vault, d, "move", renaming=s)
     tx = Transaction(vault.store)
     links = plan_move(tx, vault.view(), s, d, alias_bare=False)
     tx.commit()   # every stamp checked, journalled, all or nothing (DESIGN §5)
@@ -103,6 +105,8 @@ def copy(vault: Vault, src: str, dst: str, overwrite: bool = False,
     kind = check_change(vault, d, "copy", exists=exists, want=file_kind(vault, s))
     if exists and not overwrite:
         raise NoteExists(d)
+    if not exists:
+        check_new_name(vault, d, "copy")
     if exists and stamp is None:
         raise InvalidArgument(f"Refused to replace {d!r} without its stamp.",
                               f"Read {d!r} first and pass its stamp with overwrite=true.")
@@ -136,7 +140,7 @@ def delete(vault: Vault, path: str, stamp: str | None = None) -> ToolResult:
     if not vault.store.exists(norm):
         raise NoteNotFound(norm, vault.store.suggest(norm))
     current = vault.store.stamp(norm)
-    if stamp is not None and stamp != current:
+    if stamp is not None and file_stamp(stamp) != current:
         raise StampChanged(norm, stamp, current)
     view = vault.view()
     after = view.after({}, removed=[norm])
@@ -174,6 +178,7 @@ def upload(vault: Vault, local_path: str, dest: str | None = None) -> ToolResult
     if vault.store.resolve(norm).exists():
         raise NoteExists(norm)
     check_change(vault, norm, "upload", exists=False)
+    check_new_name(vault, norm, "upload")
     size = source.stat().st_size
     if size > vault.store.max_read_bytes:
         raise InvalidArgument(f"{local_path!r} is {size} bytes; the limit is "

@@ -47,7 +47,12 @@ from reme_agent.toolkit.common import now_iso, parse_day
 from reme_agent.toolkit.daily import daily_layout, daily_write_path
 from reme_agent.toolkit.naming import link_to
 from reme_agent.toolkit.notes import check_write, ends_nl
-from reme_agent.toolkit.policy import check_change, check_link_safe_name, file_kind
+from reme_agent.toolkit.policy import (
+    check_change,
+    check_link_safe_name,
+    check_new_name,
+    file_kind,
+)
 from reme_agent.toolkit.results import ToolResult, tool
 
 if TYPE_CHECKING:
@@ -162,7 +167,7 @@ class MaterialPlan:
         new_entry = add_line(entry, "materials", line)
         new_body = with_section(body, self.slug, new_entry, "replace") if self.day_note \
             else new_entry
-        new_text = edit_frontmatter(parts.head + restore_eol(new_body, parts.eol),
+        new_text = edit_frontmatter(parts.with_body(restore_eol(new_body, parts.eol)),
                                     {"updated": now_iso()}, path=self.note)
         check_write(self.vault, self.note, text, new_text)
         tx.write(self.note, new_text)
@@ -234,6 +239,7 @@ def material_path(vault: Vault, day: str, slug: str, name: str) -> tuple[str, st
     path = vault.store.normalize(f"{folder}/{file}")
     kind_now = check_change(vault, path, "create", exists=False)
     check_link_safe_name(path, "create")
+    check_new_name(vault, path, "create")
     return path, kind_now
 
 

@@ -38,12 +38,15 @@ from reme_agent.errors import (
 from reme_agent.schema.frontmatter import status_move_error, type_errors
 from reme_agent.schema.layout import RESOURCE, is_record, layer_of
 from reme_agent.toolkit.common import (
+    PAGE_STAMP,
+    file_stamp,
     is_note,
     norm_folder,
+    page_stamp,
     short,
 )
 from reme_agent.toolkit.naming import note_path, restyle_named_links
-from reme_agent.toolkit.policy import check_change, check_link_safe_name
+from reme_agent.toolkit.policy import check_change, check_link_safe_name, check_new_name
 from reme_agent.toolkit.results import ToolResult, tool
 
 if TYPE_CHECKING:
@@ -76,7 +79,9 @@ def list_notes(vault: Vault, folder: str = "", recursive: bool = True, glob: str
     paths = vault.store.list(base, recursive=recursive, pattern=glob or None)
     rows = vault.index_rows()
     if where:
-        metas = {p: note_meta(vault.store, p, rows.get(p)) for p in paths if is_note(vault, p)}
+        limit_bytes = vault.settings.index.max_file_bytes
+        metas = {p: note_meta(vault.store, p, rows.get(p), max_bytes=limit_bytes)
+                 for p in paths if is_note(vault, p)}
         paths = [p for p in paths if p in metas and matches(metas[p].frontmatter, where)]
     items = [_entry(vault, p, rows) for p in paths[:limit]]
     data = {"folder": base, "count": len(paths), "truncated": len(paths) > limit, "files": items}
@@ -89,6 +94,8 @@ def read_note(vault: Vault, path: str, start_line: int | None = None,
     """Read a note, or a range of its lines, with the stamp needed to write it back.
 
     A very long note comes in pages: the answer then says truncated and gives next_start_line.
+    A line range or a page comes with a page stamp ("page-..."): property edits, link_remove
+    and delete take it, but `write` replaces the whole note and needs the stamp of a whole read.
 
     Args:
         path: Vault-relative path, e.g. "knowledge/bm25/bm25.md", or a note name as in a
@@ -111,6 +118,7 @@ def read_note(vault: Vault, path: str, start_line: int | None = None,
         part, last, cut = _page(lines, first, wanted)
         part = part.replace("\n", eol)
         truncated = cut or last < wanted
+        stamp = page_stamp(stamp)  # `write` must not take this page for the whole note
     data: dict[str, Any] = {"path": norm, "stamp": stamp, "text": part, "start_line": first,
                             "end_line": last, "total_lines": len(lines)}
     head = f"[{norm} | lines {first}-{last} of {len(lines)} | stamp {stamp}]"
@@ -218,6 +226,7 @@ def put_note(vault: Vault, path: str, body: str | None = None,
     check_change(vault, norm, "write", exists=exists, want="note")
     if not exists:
         check_link_safe_name(norm, "write")
+        check_new_name(vault, norm, "write")
     current = vault.store.read_stamped(norm) if exists else None
     _check_stamp(norm, current, overwrite, stamp)
     new_text = text if text is not None else _compose(norm, current, body, frontmatter)
@@ -268,6 +277,7 @@ def check_write(vault: Vault, path: str, old_text: str | None, new_text: str) ->
     check_change(vault, path, "write", exists=old_text is not None, want="note")
     if old_text is None:
         check_link_safe_name(path, "write")
+        check_new_name(vault, path, "write")
     _check_text(vault, path, old_text, new_text)
 
 
@@ -319,7 +329,7 @@ def restyled(vault: Vault, path: str, old_text: str | None, new_text: str) -> st
     parts = split_note(new_text, path)
     old_body = split_note(old_text, path).body if old_text else None
     body = restyle_named_links(vault, path, old_body, parts.body)
-    return new_text if body == parts.body else parts.head + body
+    return new_text if body == parts.body else parts.with_body(body)
 
 
 def written(vault: Vault, path: str, stamp: str, text: str, *, created: bool,
@@ -355,7 +365,7 @@ def edit_properties(vault: Vault, path: str, set_: Mapping[str, Any] | None = No
         planned.update(fm=new_fm, missing=[k for k in remove if k not in fm])
         return None if new_text == text else new_text
 
-    done = vault.store.cas_edit(norm, edit, stamp=stamp)
+    done = vault.store.cas_edit(norm, edit, stamp=file_stamp(stamp))
     warning = vault.try_refresh([norm]) if done.status == "written" else None
     assert done.stamp is not None
     return _props_result(norm, done.stamp, done.status == "written", planned["fm"],
@@ -405,7 +415,8 @@ def _eq(a: Any, b: Any) -> bool:
 def _entry(vault: Vault, path: str, rows: Mapping[str, Any]) -> dict[str, Any]:
     if not is_note(vault, path):
         return {"path": path}
-    meta = note_meta(vault.store, path, rows.get(path))
+    meta = note_meta(vault.store, path, rows.get(path),
+                     max_bytes=vault.settings.index.max_file_bytes)
     desc = meta.frontmatter.get("description")
     return {"path": path, "title": meta.title,
             "description": desc if isinstance(desc, str) else None}
@@ -467,6 +478,13 @@ def _check_stamp(path: str, current: tuple[str, str] | None, overwrite: bool,
         raise InvalidArgument(f"Refused to replace {path!r} without its stamp.",
                               f"Read {path!r} first and pass the stamp it gave with "
                               "overwrite=true (a person at the CLI can use --force).")
+    if stamp.startswith(PAGE_STAMP):
+        raise InvalidArgument(f"Refused to replace {path!r}: the stamp comes from a partial "
+                              "read (a line range or a page), and `write` replaces the whole "
+                              "note, so every line you did not read would be lost.",
+                              "Read the whole note (no start_line/end_line) and write that "
+                              "back; for properties use property_update, for a daily note "
+                              "daily_write.")
     if stamp != current[1]:
         raise StampChanged(path, stamp, current[1])
 
@@ -489,11 +507,11 @@ def _compose(path: str, current: tuple[str, str] | None, body: str | None,
     new_body = parts.body if body is None else restore_eol(ends_nl(normalize_eol(body)),
                                                            parts.eol)
     if frontmatter is None:
-        return parts.head + new_body
+        return parts.with_body(new_body)
     if parts.error:
         return dump_note(frontmatter, new_body)
     old = parts.frontmatter
-    return edit_frontmatter(parts.head + new_body, frontmatter,
+    return edit_frontmatter(parts.with_body(new_body), frontmatter,
                             [k for k in old if k not in frontmatter], path)
 
 

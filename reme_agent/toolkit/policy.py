@@ -99,3 +99,62 @@ def check_link_safe_name(path: str, op: Op) -> None:
         raise InvalidArgument(f"Refused {op} to {path!r}: a [[link]] cannot name a file with "
                               f"{' '.join(bad)} in its path.",
                               "Use a name without # ^ [ ] | (e.g. replace them with '-').")
+
+
+INVISIBLE = {**{chr(c): "a bidirectional control" for c in (*range(0x202A, 0x202F),
+                                                            *range(0x2066, 0x206A),
+                                                            0x200E, 0x200F, 0x061C)},
+             "\u200b": "a zero-width space", "\u2060": "a word joiner",
+             "\ufeff": "a byte-order mark", "\u2028": "a line separator",
+             "\u2029": "a paragraph separator"}
+"""Characters a name shows wrongly or not at all: a right-to-left override makes
+`x\u202edm.exe` read as `xexe.md`, a zero-width space makes two names look alike, and a
+line separator breaks a listing line. The zero-width joiners (emoji, Persian) are allowed."""
+
+
+def check_new_name(vault: Vault, path: str, op: Op, *, renaming: str | None = None) -> None:
+    """Refuse a new file path a person could not tell from another, or no link could name.
+
+    On top of `check_link_safe_name` (for notes): no invisible or direction-changing
+    characters, and no name that differs from an existing file or folder only in letter
+    case or Unicode normalisation (`renaming`: the file being renamed may be its own twin
+    in its own folder, as in a case-only rename of the file name).
+    """
+    bad = next((c for c in path if c in INVISIBLE), None)
+    if bad is not None:
+        raise InvalidArgument(f"Refused {op} to {path.encode('unicode_escape').decode()!r}: "
+                              f"the name holds {INVISIBLE[bad]} (U+{ord(bad):04X}), which "
+                              "hides or disguises what the name says.",
+                              "Use a name of visible characters only.")
+    unportable = _unportable(path)
+    if unportable is not None:
+        raise InvalidArgument(f"Refused {op} to {path!r}: {unportable}, so the vault could "
+                              "not be opened or synced on Windows (Obsidian refuses such "
+                              "names on every system).",
+                              'Replace * " < > ? : with "-" and drop trailing dots/spaces.')
+    twin = vault.store.lookalike(path)
+    own = twin == renaming and twin is not None and \
+        PurePosixPath(twin).parent == PurePosixPath(path).parent  # a case-only rename
+    if twin is not None and not own:
+        raise InvalidArgument(f"Refused {op} to {path!r}: it looks the same as the existing "
+                              f"{twin!r} (only letter case or Unicode normalisation differ); "
+                              "macOS, Windows and Obsidian's links take them for one file.",
+                              f"Use {twin!r} itself, or a name that differs visibly.")
+
+
+_NOT_ON_WINDOWS = '*"<>?:'
+_DEVICES = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(1, 10)),
+            *(f"lpt{i}" for i in range(1, 10))}
+
+
+def _unportable(path: str) -> str | None:
+    """Why a new path cannot exist on Windows, or None."""
+    bad = sorted({c for c in path if c in _NOT_ON_WINDOWS})
+    if bad:
+        return f"a file name cannot hold {' '.join(bad)} there"
+    for part in path.split("/"):
+        if part.endswith((".", " ")):
+            return f"{part!r} ends with a dot or a space, which Windows drops"
+        if part.split(".", 1)[0].rstrip(" ").casefold() in _DEVICES:
+            return f"{part!r} is a reserved device name there"
+    return None

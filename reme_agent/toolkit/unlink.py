@@ -16,6 +16,7 @@ from reme_agent.engine.parser import split_note
 from reme_agent.errors import InvalidArgument
 from reme_agent.schema.audit import append_audit
 from reme_agent.toolkit.actor import current_actor
+from reme_agent.toolkit.common import file_stamp
 from reme_agent.toolkit.policy import check_change
 from reme_agent.toolkit.results import ToolResult, tool
 
@@ -71,7 +72,7 @@ def link_remove(vault: Vault, path: str, links: list[str], reason: str,
         removed[:] = gone
         return parts.head + body
 
-    result = vault.store.cas_edit(norm, edit, stamp=stamp)
+    result = vault.store.cas_edit(norm, edit, stamp=file_stamp(stamp))
     shown = sorted({_edge_text(link) for link in removed})
     audit = append_audit(vault, "unlinked", f"{current_actor.get()}: {norm}",
                          f"- note: `{norm}`\n- removed: {', '.join(_code(s) for s in shown)}\n"

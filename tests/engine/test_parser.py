@@ -136,9 +136,9 @@ def test_malformed_yaml_line_for_a_bad_indent():
     assert note.error is not None and note.error.line == 4
 
 
-def test_invalid_date_is_a_parse_error_not_an_exception():
+def test_invalid_date_is_text_not_an_exception():
     note = parse_note("n.md", "---\ncreated: 2024-13-45\n---\nbody")
-    assert note.error is not None and note.frontmatter == {} and note.body.startswith("---")
+    assert note.error is None and note.frontmatter == {"created": "2024-13-45"}
 
 
 def test_non_mapping_yaml_is_a_parse_error():
