@@ -205,8 +205,14 @@ def _block_hash(text: str) -> str:
     return hashlib.md5(normalised.encode("utf-8", "surrogatepass"), usedforsecurity=False).hexdigest()
 
 
+MAX_BLOCKS = 2000
+"""A note is cut into at most this many blocks (`split_blocks`); past it, runs of consecutive
+blocks are merged. Why: every block is embedded and stored on its own, and a 400 KB note of
+100k one-line headings kept one tool write in chroma's upsert for over 150 s."""
+
+
 def split_blocks(body: str, line_offset: int = 1, max_block_chars: int = 2000, *,
-                 kinds: bytearray | None = None) -> list[Block]:
+                 kinds: bytearray | None = None, max_blocks: int = MAX_BLOCKS) -> list[Block]:
     """Cut a body into retrieval blocks with 1-based file lines (`line_offset` = body's line 1).
 
     Blocks split on ATX headings and blank lines. A heading's block continues through the first
@@ -215,6 +221,8 @@ def split_blocks(body: str, line_offset: int = 1, max_block_chars: int = 2000, *
     it. Size wins over structure: a block reaching `max_block_chars` (fences included) is cut at
     a line boundary, and a single longer line is hard-cut into pieces that share its line number.
     Blank-only blocks are dropped. `kinds` may pass ``line_kinds(body.split("\\n"))``.
+    A note that would give more than `max_blocks` blocks gets runs of consecutive blocks
+    merged into one each (`_merge_runs`), so it stays searchable at a bounded cost.
     """
     max_chars = max(1, max_block_chars)
     lines = body.split("\n")
@@ -267,7 +275,25 @@ def split_blocks(body: str, line_offset: int = 1, max_block_chars: int = 2000, *
             has_body = True
         last = i
     flush()
-    return blocks
+    return _merge_runs(blocks, max(1, max_blocks)) if len(blocks) > max_blocks else blocks
+
+
+def _merge_runs(blocks: list[Block], max_blocks: int) -> list[Block]:
+    """At most `max_blocks` blocks: each run of ceil(n / max_blocks) consecutive blocks
+    becomes one, its text the run's texts with the line breaks that separated them (the
+    lines between blocks are blank), its heading the first block's."""
+    size = -(-len(blocks) // max_blocks)
+    merged: list[Block] = []
+    for k in range(0, len(blocks), size):
+        run = blocks[k:k + size]
+        parts = [run[0].text]
+        for before, block in zip(run, run[1:], strict=False):
+            parts.append("\n" * max(0, block.start_line - before.end_line))  # "" in one line
+            parts.append(block.text)
+        text = "".join(parts)
+        merged.append(Block(len(merged), run[0].start_line, run[-1].end_line, text,
+                            _block_hash(text), run[0].heading))
+    return merged
 
 
 # -- notes ------------------------------------------------------------------------------------

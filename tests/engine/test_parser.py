@@ -368,3 +368,40 @@ def test_split_note_head_plus_body_is_the_text(text: str) -> None:
     parts = split_note(text)
     assert parts.head + parts.body == text
     assert (parts.head == "") == (parts.body_start == 1)
+
+
+def test_a_note_of_many_tiny_blocks_is_cut_into_at_most_max_blocks() -> None:
+    """100k one-line headings made 100k blocks, each embedded and stored on its own (one
+    write spent minutes in chroma): runs of consecutive blocks are merged past the cap, and
+    every line is still in exactly one block, in order, with its own line numbers."""
+    from reme_agent.engine.parser import MAX_BLOCKS
+
+    lines = []
+    for i in range(5 * MAX_BLOCKS // 2):
+        lines += [f"# heading {i}", f"text {i}", ""]
+    body = "\n".join(lines)
+    blocks = split_blocks(body, line_offset=7)
+    assert MAX_BLOCKS // 2 < len(blocks) <= MAX_BLOCKS
+    assert [b.index for b in blocks] == list(range(len(blocks)))
+    file_lines = body.split("\n")
+    for before, block in zip(blocks, blocks[1:], strict=False):
+        assert before.end_line < block.start_line
+    for block in blocks:
+        assert block.text == "\n".join(file_lines[block.start_line - 7:block.end_line - 6])
+        assert block.heading == block.text.split("\n", 1)[0][2:]
+    kept = "\n".join(b.text for b in blocks)
+    assert [line for line in kept.split("\n") if line] == [line for line in lines if line]
+
+
+def test_merged_pieces_of_one_long_line_read_as_that_line() -> None:
+    line = "x" * 50 + "y" * 50
+    blocks = split_blocks(f"{line}\n\nshort\n", max_block_chars=10, max_blocks=3)
+    assert len(blocks) == 3
+    assert "".join(b.text for b in blocks[:2]).startswith("x" * 50)
+    assert blocks[-1].text.endswith("short") and blocks[0].start_line == blocks[0].end_line == 1
+
+
+def test_a_note_under_the_cap_is_cut_as_before() -> None:
+    body = "# A\n\none\n\ntwo\n\n# B\n\nthree\n"
+    assert split_blocks(body) == split_blocks(body, max_blocks=10**9)
+    assert len(split_blocks(body, max_blocks=2)) == 2
