@@ -79,24 +79,16 @@ def note_meta(store: FileStore, path: str, row: FileRow | None = None,
     `max_file_bytes`) is not read: the indexer skips it too, so it is no link source
     anywhere, and parsing a 50 MB note took ~25 s on every call that built a view.
     """
-    if max_bytes is not None:
-        size = stat[0] if stat is not None else _size(store, path)
-        if size is not None and size > max_bytes:
-            return NoteMeta(path, {}, [], f"{size} bytes is over the {max_bytes}-byte limit "
-                            "for notes (index.max_file_bytes); not read", None, size,
-                            stat[1] if stat is not None else 0)
-    if row is not None:
-        if stat is None:
-            try:
-                st = store.resolve(path).stat()
-                stat = (st.st_size, st.st_mtime_ns)
-            except (OSError, PathEscape):
-                stat = None
-        if stat == (row.size, row.mtime_ns):
-            return NoteMeta(path, row.frontmatter,
-                            [LinkRef(d["target"], d.get("alias"), d.get("predicate"),
-                                     d.get("line", 0)) for d in row.links],
-                            row.error, row.stamp, row.size, row.mtime_ns)
+    if stat is None and (row is not None or max_bytes is not None):
+        stat = _stat(store, path)   # one stat serves both checks
+    if max_bytes is not None and stat is not None and stat[0] > max_bytes:
+        return NoteMeta(path, {}, [], f"{stat[0]} bytes is over the {max_bytes}-byte limit "
+                        "for notes (index.max_file_bytes); not read", None, stat[0], stat[1])
+    if row is not None and stat == (row.size, row.mtime_ns):
+        return NoteMeta(path, row.frontmatter,
+                        [LinkRef(d["target"], d.get("alias"), d.get("predicate"),
+                                 d.get("line", 0)) for d in row.links],
+                        row.error, row.stamp, row.size, row.mtime_ns)
     try:
         data = store.read_bytes(path)
         text = decode_text(data, path)
@@ -110,11 +102,12 @@ def note_meta(store: FileStore, path: str, row: FileRow | None = None,
                     stamp_of(data), size, mtime)
 
 
-def _size(store: FileStore, path: str) -> int | None:
+def _stat(store: FileStore, path: str) -> tuple[int, int] | None:
     try:
-        return store.resolve(path).stat().st_size
+        st = store.resolve(path).stat()
     except (OSError, PathEscape):
         return None
+    return st.st_size, st.st_mtime_ns
 
 
 class VaultView:
