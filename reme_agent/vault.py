@@ -25,7 +25,7 @@ from reme_agent.engine.queue import QUEUE_FILE, WorkQueue
 from reme_agent.engine.state import IndexState
 from reme_agent.engine.store import FileStore
 from reme_agent.engine.transaction import Recovery, recover
-from reme_agent.engine.view import VaultView, safe_rows
+from reme_agent.engine.view import NoteMeta, VaultView, note_meta, safe_rows
 from reme_agent.engine.workdir import internal_dir
 from reme_agent.errors import VaultError, VaultNotFound
 
@@ -217,6 +217,12 @@ class Vault:
         tool, a lint or a multi-file change plans against."""
         return VaultView(self.store, self.index_rows(), self.settings.index.extensions,
                          self.settings.index.max_file_bytes)
+
+    def note_meta(self, path: str, row: FileRow | None = None,
+                  stat: tuple[int, int] | None = None) -> NoteMeta:
+        """One note's frontmatter and links as `view()` sees them (from its index `row`
+        while the file is unchanged; a note over `index.max_file_bytes` is not read)."""
+        return note_meta(self.store, path, row, stat, self.settings.index.max_file_bytes)
 
     def ready(self) -> None:
         """Load projections from the saved state (cold open) or pick up another process's run."""

@@ -14,7 +14,6 @@ import datetime as _dt
 import re
 from typing import TYPE_CHECKING, Any
 
-from reme_agent.engine.view import note_meta
 from reme_agent.errors import InvalidArgument
 from reme_agent.recall.signals import parse_moment
 from reme_agent.schema.layout import AUDIT, META
@@ -57,8 +56,7 @@ def recent(vault: Vault, timeframe: str = "7d", folder: str = "", limit: int = 2
         read = reads.get(path)
         events = []
         if changed >= since:
-            meta = note_meta(vault.store, path, rows.get(path), (size, mtime_ns),
-                             vault.settings.index.max_file_bytes)
+            meta = vault.note_meta(path, rows.get(path), (size, mtime_ns))
             born = parse_moment(meta.frontmatter.get("created"))
             events.append(("created" if born and born >= since else "edited", changed, meta))
         if read is not None and read >= since:
@@ -94,8 +92,7 @@ def parse_timeframe(value: str, now: _dt.datetime) -> _dt.datetime:
 def _item(vault: Vault, path: str, rows: dict[str, Any], events: list[tuple[str, Any, Any]],
           size: int, mtime_ns: int) -> dict[str, Any]:
     meta = next((m for _, _, m in events if m is not None), None) or \
-        note_meta(vault.store, path, rows.get(path), (size, mtime_ns),
-                  vault.settings.index.max_file_bytes)
+        vault.note_meta(path, rows.get(path), (size, mtime_ns))
     kind, when, _ = max(events, key=lambda e: e[1])
     desc = meta.frontmatter.get("description")
     return {"path": path, "title": meta.title, "event": kind,

@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from reme_agent.engine.fmedit import edit_frontmatter
 from reme_agent.engine.parser import NoteParts, dump_note, normalize_eol, restore_eol, split_note
-from reme_agent.engine.view import note_meta
 from reme_agent.errors import InvalidArgument, NoteExists, ReMeError, StampChanged
 from reme_agent.schema.daynotes import section_body, section_names, with_section
 from reme_agent.schema.frontmatter import status_move_error
@@ -179,7 +178,7 @@ def daily_list(vault: Vault, start: str | None = None, end: str | None = None,
     rows = vault.index_rows()
     items = []
     for day, slug, note in _daily_notes(vault, lo, hi):
-        fm = note_meta(vault.store, note, rows.get(note)).frontmatter
+        fm = vault.note_meta(note, rows.get(note)).frontmatter
         st = fm.get("status") or "active"
         if status is None or st == status:
             item = {"path": note, "date": day, "slug": slug, "status": st,

@@ -27,7 +27,6 @@ from reme_agent.engine.parser import (
 )
 from reme_agent.engine.retarget import retarget
 from reme_agent.engine.transaction import Transaction
-from reme_agent.engine.view import note_meta
 from reme_agent.errors import (
     ConservationViolation,
     InvalidArgument,
@@ -79,9 +78,7 @@ def list_notes(vault: Vault, folder: str = "", recursive: bool = True, glob: str
     paths = vault.store.list(base, recursive=recursive, pattern=glob or None)
     rows = vault.index_rows()
     if where:
-        limit_bytes = vault.settings.index.max_file_bytes
-        metas = {p: note_meta(vault.store, p, rows.get(p), max_bytes=limit_bytes)
-                 for p in paths if is_note(vault, p)}
+        metas = {p: vault.note_meta(p, rows.get(p)) for p in paths if is_note(vault, p)}
         paths = [p for p in paths if p in metas and matches(metas[p].frontmatter, where)]
     items = [_entry(vault, p, rows) for p in paths[:limit]]
     data = {"folder": base, "count": len(paths), "truncated": len(paths) > limit, "files": items}
@@ -415,8 +412,7 @@ def _eq(a: Any, b: Any) -> bool:
 def _entry(vault: Vault, path: str, rows: Mapping[str, Any]) -> dict[str, Any]:
     if not is_note(vault, path):
         return {"path": path}
-    meta = note_meta(vault.store, path, rows.get(path),
-                     max_bytes=vault.settings.index.max_file_bytes)
+    meta = vault.note_meta(path, rows.get(path))
     desc = meta.frontmatter.get("description")
     return {"path": path, "title": meta.title,
             "description": desc if isinstance(desc, str) else None}
