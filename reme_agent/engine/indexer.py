@@ -424,8 +424,8 @@ class Indexer:
             self._by_key = self._keys_of = None
             self._listings = {}   # list every folder again
         known = self._file_stats(only)
-        reread = (not full and only is None and bool(known)
-                  and self.state.get_meta(DOCUMENTS_KEY) != DOCUMENTS_VERSION)
+        old_documents = only is None and self.state.get_meta(DOCUMENTS_KEY) != DOCUMENTS_VERSION
+        reread = old_documents and not full and bool(known)
         if reread:
             log.info("re-reading every note once: what is indexed of a block changed "
                      "(the first block holds the description)")
@@ -449,7 +449,7 @@ class Indexer:
             raise
         report.embedded = self._embed(pending)
         self.last_embed_mode = pending.started or "inline"
-        if only is None:
+        if old_documents:   # once: a no-op run writes nothing
             self.state.set_meta(DOCUMENTS_KEY, DOCUMENTS_VERSION)
         if full:
             self.state.prune_orphan_blocks()
