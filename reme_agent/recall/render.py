@@ -42,7 +42,7 @@ def render_node(node: NodeResult, expansion: list[dict[str, Any]]) -> str:
         lines.append(f"       {node.description}")
     scores = " ".join(f"{k}={_num(v)}" for k, v in node.factors.items())
     lines.append(f"[score={_num(node.score)} {scores}]")
-    why = _why(getattr(node, "match", None))
+    why = _why(node.match)
     if why:
         lines.append(why)
     for chunk in node.chunks:
