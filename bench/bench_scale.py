@@ -8,6 +8,8 @@ Per size it prints, next to the G6 targets:
 - indexing process: peak RSS of each phase (imports, full index, closing), full-index time;
 - edit re-index: a whole-vault `index` run after one edited note, in a process that already
   ran one (warm) and as the first run of a new process; no-op run; wall and CPU seconds;
+- property edit: a new process edits one note's frontmatter and re-indexes it (no vector
+  written, so no HNSW load): time and peak RSS;
 - cold open: a new process until its first answer (imports, snapshot load, first search),
   median of three, with the peak RSS of each phase; the first vector query is where chroma
   loads HNSW, so its RSS step is the vector share (`--dim` x 4 bytes per block, plus links);
@@ -109,6 +111,20 @@ def _edit(root: Path, notes: int, k: int) -> str:
     return rel
 
 
+def _edit_frontmatter(root: Path, notes: int, k: int) -> str:
+    """A property edit (what a CLI property tool writes): no block text changes."""
+    from generate import note_path
+
+    rel = note_path((notes // 3 + 991 * k) % notes)
+    path = root / rel
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace("---\n", f"---\nreviewed: {time.time_ns()}\n", 1)
+                    if "\nreviewed: " not in text else
+                    text.replace("\nreviewed: ", f"\nreviewed: {time.time_ns()} #", 1),
+                    encoding="utf-8")
+    return rel
+
+
 def _queries(n: int, seed: int = 3) -> list[str]:
     from generate import EN_WORDS, ZH_WORDS
 
@@ -130,6 +146,20 @@ def child_index(root: str, dim: int, embedder: str) -> dict[str, Any]:
     ph.end("close")
     return {"phases": ph.rows, "files": report.files, "blocks": report.blocks,
             "index_s": report.seconds}
+
+
+def child_property(root: str, dim: int, embedder: str, notes: int) -> dict[str, Any]:
+    """A new process that edits one note's frontmatter and re-indexes that note: it writes
+    no vector, so chroma's HNSW (1.4 GB at 100k) must not load (session 6)."""
+    ph = Phases()
+    vault = _open(root, dim, embedder)
+    ph.end("open")
+    rel = _edit_frontmatter(Path(root), notes, 0)
+    report = vault.refresh([rel])
+    ph.end("property refresh")
+    vault.close()
+    ph.end("close")
+    return {"phases": ph.rows, "embedded": report.embedded}
 
 
 def child_edit(root: str, dim: int, embedder: str, notes: int) -> dict[str, Any]:
@@ -289,6 +319,8 @@ def measure(notes: int, out: Path, dim: int, embedder: str, queries: int, reuse:
     res["names"] = _run_child("names", str(root), str(dim), embedder)
     echo(f"[scale {notes}] edit re-index (own process)")
     res["edit"] = _run_child("edit", str(root), str(dim), embedder, str(notes))
+    echo(f"[scale {notes}] property edit in a new process")
+    res["property"] = _run_child("property", str(root), str(dim), embedder, str(notes))
     runs = []
     for i in range(colds):
         echo(f"[scale {notes}] cold open {i + 1}/{colds}")
@@ -335,6 +367,13 @@ def render(res: dict[str, Any]) -> str:
         lines.append(f"  edit, path-limited {edit['limited']['s']:.2f} s (cpu "
                      f"{edit['limited']['cpu_s']:.2f} s), median of 3: what `watch` and a "
                      "tool write run")
+    if "property" in res:
+        prop = res["property"]["phases"]
+        lines.append(f"  property edit      {prop['property refresh']['s']:.2f} s in a new process "
+                     f"(open {prop['open']['s']:.2f} s), peak "
+                     f"{max(p['peak_mb'] for p in prop.values()):.0f} MB, "
+                     f"{res['property']['embedded']} blocks embedded: no vector written, so "
+                     "no HNSW load")
     vec = res["vectors"]["phases"]["HNSW load"]
     lines.append(f"  vector index alone HNSW load {vec['s']:.2f} s (cpu {vec['cpu_s']:.2f} s), "
                  f"+{vec['peak_mb'] - res['vectors']['phases']['import chromadb']['rss_mb']:.0f} "
@@ -369,7 +408,8 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--child":
         kind, rest = argv[1], argv[2:]
-        fn = {"index": child_index, "edit": child_edit, "cold": child_cold,
+        fn = {"index": child_index, "edit": child_edit, "property": child_property,
+              "cold": child_cold,
               "vectors": child_vectors, "names": child_names}[kind]
         args: list[Any] = [rest[0], int(rest[1]), rest[2], *map(int, rest[3:])]
         print(json.dumps(fn(*args)))
