@@ -683,9 +683,16 @@ class Indexer:
 
     def _repair_vectors(self, check: bool) -> int:
         """Re-embed blocks the vector store lost (deleted/corrupt index, new embedder, a
-        failed earlier run)."""
+        failed earlier run), then bring the vector copy (`vector_copy.py`) level with it."""
         if not check:
             return 0
+        embedded = self._reembed_lost()
+        self.vector.fill_copy(self.state.counts()[1], self.state.all_block_ids,
+                              lambda n: self._bars("copying vectors", n, "block"))
+        return embedded
+
+    def _reembed_lost(self) -> int:
+        """Embed again the blocks chroma lacks; drop the ones it holds for no block."""
         expected = self.state.counts()[1]
         if self.vector.count() == expected:
             return 0

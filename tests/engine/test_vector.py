@@ -239,7 +239,8 @@ def test_embeddings_returns_stored_vectors(tmp_path: Path) -> None:
     got = vp.embeddings(["a.md#0", "b.md#1", "missing"])
     assert set(got) == {"a.md#0", "b.md#1"}
     assert got["a.md#0"].dtype == np.float32
-    assert np.allclose(got["a.md#0"], emb.embed_query(TEXTS["a.md#0"][0]), atol=1e-6)
+    # from the float16 copy beside the store (vector_copy.py): equal to ~5e-4 a component
+    assert np.allclose(got["a.md#0"], emb.embed_query(TEXTS["a.md#0"][0]), atol=1e-3)
     assert vp.embeddings([]) == {}
 
 
@@ -268,6 +269,7 @@ def _stored(vp: VectorProjection, ids: list[str]) -> dict[str, np.ndarray]:
 
 def test_embeddings_from_the_cache_equal_the_stored_vectors(tmp_path: Path) -> None:
     vp = VectorProjection(HashEmbedder(), tmp_path / "chroma")
+    vp.copy = None   # the cache serves what the copy lacks: here, everything
     _fill(vp)
     ids = list(TEXTS)
     first = vp.embeddings(ids + ["missing"])   # from chroma, then cached
@@ -285,6 +287,7 @@ def test_embeddings_from_the_cache_equal_the_stored_vectors(tmp_path: Path) -> N
 
 def test_switching_collection_or_reopening_drops_the_cache(tmp_path: Path) -> None:
     vp = VectorProjection(HashEmbedder(), tmp_path / "chroma")
+    vp.copy = None
     _fill(vp)
     vp.embeddings(list(TEXTS))
     assert len(vp.cache) == len(TEXTS)

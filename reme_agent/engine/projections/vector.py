@@ -65,6 +65,7 @@ from reme_agent.engine.embedders import Embedder, make_embedder
 from reme_agent.engine.locks import flock_until
 from reme_agent.engine.projections import chroma_rust
 from reme_agent.engine.projections.vector_cache import DEFAULT_CACHE_BYTES, VectorCache
+from reme_agent.engine.projections.vector_copy import VectorCopy
 from reme_agent.engine.projections.vector_flat import FlatIndex
 from reme_agent.errors import BackendError, ConfigError, ReMeError
 
@@ -391,6 +392,8 @@ class VectorProjection:
         self.cache = VectorCache(cache_bytes)
         # a small collection's vectors as one matrix, scanned exactly (vector_flat.py)
         self.flat = FlatIndex()
+        # every stored vector again, in SQLite beside the store (vector_copy.py); local only
+        self.copy: VectorCopy | None = None
         self._threads: list[threading.Thread] = []
         self._threads_lock = threading.Lock()
         self.base_name = f"{prefix}-{embedder.id}"
@@ -425,6 +428,7 @@ class VectorProjection:
                 raise ConfigError("VectorProjection needs a directory path or a chroma client.")
             self.path: Path | None = Path(path)
             self._connect_local()
+            self.copy = VectorCopy(self.path.parent / f"{self.path.name or 'chroma'}-vectors.sqlite")
         else:
             self.path = None
             self._server = _http_address(client)
@@ -445,6 +449,8 @@ class VectorProjection:
                 while self._active:
                     self._cond.wait()
             self._release_local()
+            if self.copy is not None:
+                self.copy.close()
 
     def warm(self) -> None:
         """Start loading the index in a background thread: chroma reads HNSW on the first
@@ -860,6 +866,8 @@ class VectorProjection:
         except BaseException:
             self.flat.invalidate()   # what landed is unknown: copy it again
             raise
+        if self.copy is not None:
+            self.copy.put(self.name, ids, vecs, [(m or {}).get("path", "") for m in metas])
         self._follow_write(ids)
 
     # --- writes -----------------------------------------------------------------------------
@@ -940,6 +948,8 @@ class VectorProjection:
                 self.flat.invalidate()
                 raise
             self.flat.apply(deleted=ids)
+            if self.copy is not None:
+                self.copy.delete(self.name, ids)
 
     def delete_where_path(self, path: str) -> None:
         """Delete every block whose metadata ``path`` equals ``path`` (a vanished note)."""
@@ -948,6 +958,8 @@ class VectorProjection:
                 self._call("delete", where={"path": path})
             finally:
                 self.flat.invalidate()
+            if self.copy is not None:
+                self.copy.delete_path(self.name, path)
 
     def reset(self) -> None:
         """Drop the collection and create it empty (readers using it fail: the indexer's
@@ -956,6 +968,8 @@ class VectorProjection:
             with self._backend("reset"), _missing_ok():
                 self._client.delete_collection(self.name)
             self._forget_copies()
+            if self.copy is not None:
+                self.copy.drop(self.name)
             self._col = self._open()
 
     # --- generations (full rebuilds) ---------------------------------------------------------
@@ -1030,6 +1044,8 @@ class VectorProjection:
             raise ValueError(f"refusing to drop the collection in use ({name!r})")
         with self._lock, self._store_turn(), self._backend("drop"), _missing_ok():
             self._client.delete_collection(name)
+        if self.copy is not None:
+            self.copy.drop(name)
 
     def generations(self) -> list[str]:
         """Names of every generation of this base collection in the store."""
@@ -1074,13 +1090,18 @@ class VectorProjection:
         """Stored vectors by id (float32, L2-normalised); unknown ids are left out.
 
         Lets recall score keyword-only candidates against the query without re-embedding.
-        Vectors this process read before come from `cache` (`vector_cache.py`), the rest
-        from chroma (then cached). Treat them as read-only.
+        A small collection's exact copy (`flat`) answers first; then the SQLite copy
+        (`vector_copy.py`, float16); ids it lacks (an index made before it, a write it
+        missed) come from `cache` (`vector_cache.py`) when this process read them before,
+        else from chroma (then cached). Treat them as read-only.
         """
         copied = self.flat.vectors(ids)
         if copied is not None:
             return copied
-        out, ids = self.cache.get_many(dict.fromkeys(ids))
+        wanted = list(dict.fromkeys(ids))
+        held = self.copy.get(self.name, wanted) if self.copy is not None else {}
+        out, ids = self.cache.get_many([i for i in wanted if i not in held])
+        out.update(held)
         for s in range(0, len(ids), self._max_batch):
             got = self._call("get", ids=ids[s : s + self._max_batch],
                              include=["embeddings"])
@@ -1097,6 +1118,43 @@ class VectorProjection:
             self.cache.put_many(fetched, fetched.values())
             out.update(fetched)
         return out
+
+    def fill_copy(self, expected: int, wanted: Callable[[], set[str]],
+                  progress: Callable[[int], Any] | None = None) -> int:
+        """Make the SQLite copy hold exactly the `wanted()` ids' vectors (a whole-vault index
+        run, after the store itself was repaired; `expected` is their number, so a copy
+        already level costs one count): orphans are removed, missing ones read from chroma
+        (an index made before the copy existed: ~50 µs a vector, once). `progress(n)` opens
+        a bar for the n vectors to copy; returns how many were copied."""
+        copy = self.copy
+        if copy is None or copy.count(self.name) == expected:
+            return 0
+        held = copy.ids(self.name)
+        if held is None:
+            return 0
+        wanted_ids = wanted()
+        if orphans := sorted(held - wanted_ids):
+            copy.delete(self.name, orphans)
+        missing = sorted(wanted_ids - held)
+        bar = progress(len(missing)) if progress is not None and missing else None
+        done = 0
+        with self._lock:
+            for s in range(0, len(missing), self._max_batch):
+                got = self._call("get", ids=missing[s:s + self._max_batch],
+                                 include=["embeddings", "metadatas"])
+                got_ids = list(got.get("ids") or [])
+                vecs = got.get("embeddings")
+                if got_ids and vecs is not None:
+                    metas = got.get("metadatas") or [None] * len(got_ids)
+                    copy.put(self.name, got_ids,
+                             np.asarray(vecs, dtype=np.float32).reshape(len(got_ids), -1),
+                             [(m or {}).get("path", "") for m in metas])
+                    done += len(got_ids)
+                if bar is not None:
+                    bar.update(len(missing[s:s + self._max_batch]))
+        if bar is not None:
+            bar.close()
+        return done
 
     def ids(self) -> set[str]:
         """All ids in the collection (paged, so large collections stay within batch limits)."""

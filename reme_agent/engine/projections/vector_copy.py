@@ -1,0 +1,209 @@
+"""Every stored block vector again, as float16 in a small SQLite file beside the chroma store.
+
+Why: recall scores the keyword-only candidates of a query by their stored vectors (the
+blend fusion needs every candidate on both sides). chroma hands stored vectors back slowly,
+~50-120 µs a vector (Python floats through its bindings), and holds the GIL meanwhile: at 10k
+notes (57k vectors) these reads took 3.5-4.5 ms a search on the worker and stalled the main
+thread, and answering them from memory instead made a whole search 19.8 → 14.9 ms p50 (one
+process, alternating query by query, 400 queries). One SQLite read of the same ids costs a
+fraction of a millisecond and releases the GIL while it waits.
+
+What it holds and why it cannot go stale: a block id is derived from the block's path and
+embedded text (`engine.indexer.block_id`), and a collection belongs to one embedder, so the
+vector of (collection, id) never changes. A row is written after chroma took the vector
+(`put`), removed when chroma's is (`delete`, `delete_path`, `drop`); a crash in between
+leaves a missing row (the reader asks chroma, the next whole-vault index run copies it) or an
+orphan (never asked for: ids are looked up only for live blocks; the next whole-vault run
+removes it). Rows hold the vector at unit length (chroma's cosine index stores it so) in
+float16: 1 KB a 512-d vector, half of float32, and a cosine off by ~1e-4 at most, far below
+what reorders candidates.
+
+chroma stays the vector projection (DESIGN §6) and the only thing queried for neighbours;
+this copy only answers "what is the stored vector of these ids". Only for a store this
+process opened on disk: a chroma server's collections can be written by anyone.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["SCHEMA_VERSION", "VectorCopy"]
+
+log = logging.getLogger("reme_agent.engine")
+
+SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS vectors (
+    collection TEXT NOT NULL,
+    id TEXT NOT NULL,
+    path TEXT NOT NULL,
+    vec BLOB NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS vectors_id ON vectors (collection, id);
+CREATE INDEX IF NOT EXISTS vectors_path ON vectors (collection, path);
+"""
+"""A rowid table, not WITHOUT ROWID: a 1 KB row overflows a WITHOUT ROWID page (its local
+payload limit is ~1,000 bytes on 4 KB pages), which made the file 4.8 KB a vector and 60
+random reads 2.4 ms; as a rowid table 1.4 KB a vector and 0.28 ms (57k vectors)."""
+_CHUNK = 500
+"""Ids per statement (SQLite's variable limit is 32,766 here, 999 on old builds)."""
+
+
+def _version(db: sqlite3.Connection) -> int:
+    return int(db.execute("PRAGMA user_version").fetchone()[0])
+
+
+def _create(db: sqlite3.Connection) -> None:
+    """A new file, or another layout (a copy only): start over; the next whole-vault index
+    run fills it. Checked again under the write lock: two processes may open a new file."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        if _version(db) != SCHEMA_VERSION:
+            db.execute("DROP TABLE IF EXISTS vectors")
+            for statement in filter(str.strip, _SCHEMA.split(";")):
+                db.execute(statement)
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+
+
+def _unit_f16(vecs: np.ndarray) -> np.ndarray:
+    rows = np.asarray(vecs, dtype=np.float32)
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return (rows / np.where(norms > 0, norms, 1.0)).astype("<f2")
+
+
+class VectorCopy:
+    """(collection, block id) -> unit vector; see the module docstring.
+
+    A failure here never fails the caller's write or read: the copy is an accelerator, so a
+    write that could not be copied is logged and its ids are asked from chroma later.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+        self._broken = False
+
+    def _conn(self) -> sqlite3.Connection | None:
+        if self._db is None and not self._broken:
+            try:
+                db = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False,
+                                     isolation_level=None)
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+                if _version(db) != SCHEMA_VERSION:
+                    _create(db)
+                self._db = db
+            except sqlite3.Error as exc:
+                log.warning("the vector copy at %s cannot be used (%s); stored vectors are "
+                            "read from chroma", self.path, exc)
+                self._broken = True
+        return self._db
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+    def _run(self, what: str, sql: str, rows: Iterable[tuple] | None = None) -> bool:
+        with self._lock:
+            db = self._conn()
+            if db is None:
+                return False
+            try:
+                if rows is None:
+                    db.execute(sql)
+                else:
+                    db.execute("BEGIN")
+                    db.executemany(sql, rows)
+                    db.execute("COMMIT")
+                return True
+            except sqlite3.Error as exc:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                log.warning("the vector copy could not %s (%s); chroma answers instead",
+                            what, exc)
+                return False
+
+    # -- writes (after chroma's) ------------------------------------------------------------
+    def put(self, collection: str, ids: Sequence[str], vecs: np.ndarray,
+            paths: Sequence[str]) -> None:
+        """Copy vectors chroma just stored (a repeated id keeps its last)."""
+        if not len(ids):
+            return
+        unit = _unit_f16(vecs)
+        self._run("store vectors",
+                  "INSERT OR REPLACE INTO vectors (collection, id, path, vec) VALUES (?,?,?,?)",
+                  ((collection, i, p, unit[r].tobytes())
+                   for r, (i, p) in enumerate(zip(ids, paths, strict=True))))
+
+    def delete(self, collection: str, ids: Sequence[str]) -> None:
+        self._run("delete vectors", "DELETE FROM vectors WHERE collection = ? AND id = ?",
+                  ((collection, i) for i in ids))
+
+    def delete_path(self, collection: str, path: str) -> None:
+        self._run("delete a note's vectors",
+                  "DELETE FROM vectors WHERE collection = ? AND path = ?", [(collection, path)])
+
+    def drop(self, collection: str) -> None:
+        self._run("drop a collection", "DELETE FROM vectors WHERE collection = ?",
+                  [(collection,)])
+
+    # -- reads ------------------------------------------------------------------------------
+    def get(self, collection: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """Stored unit vectors (float32) of the `ids` it holds; the others are left out."""
+        out: dict[str, np.ndarray] = {}
+        with self._lock:
+            db = self._conn()
+            if db is None or not ids:
+                return out
+            try:
+                for s in range(0, len(ids), _CHUNK):
+                    part = list(ids[s:s + _CHUNK])
+                    marks = ",".join("?" * len(part))
+                    for bid, blob in db.execute(
+                            f"SELECT id, vec FROM vectors WHERE collection = ? AND id IN ({marks})",
+                            (collection, *part)):
+                        out[bid] = np.frombuffer(blob, dtype="<f2").astype(np.float32)
+            except sqlite3.Error as exc:
+                log.warning("the vector copy could not be read (%s); chroma answers instead",
+                            exc)
+                return {}
+        return out
+
+    def count(self, collection: str) -> int | None:
+        """Rows held for `collection`; None when the copy cannot be read."""
+        with self._lock:
+            db = self._conn()
+            if db is None:
+                return None
+            try:
+                return int(db.execute("SELECT count(*) FROM vectors WHERE collection = ?",
+                                      (collection,)).fetchone()[0])
+            except sqlite3.Error as exc:
+                log.warning("the vector copy could not be read (%s)", exc)
+                return None
+
+    def ids(self, collection: str) -> set[str] | None:
+        """Every id held for `collection`; None when the copy cannot be read."""
+        with self._lock:
+            db = self._conn()
+            if db is None:
+                return None
+            try:
+                return {r[0] for r in db.execute(
+                    "SELECT id FROM vectors WHERE collection = ?", (collection,))}
+            except sqlite3.Error as exc:
+                log.warning("the vector copy could not be read (%s)", exc)
+                return None
