@@ -66,9 +66,9 @@ def test_deletes_reach_the_copy(tmp_path: Path) -> None:
     _fill(vp)
     assert vp.copy is not None
     vp.delete(["a.md#0"])
-    assert "a.md#0" not in vp.copy.get(vp.name, list(TEXTS))
+    assert "a.md#0" not in vp.copy.get(vp.name, list(TEXTS), vp.embedder.dim)
     vp.delete_where_path("b.md")
-    assert set(vp.copy.get(vp.name, list(TEXTS))) == {"a.md#1"}
+    assert set(vp.copy.get(vp.name, list(TEXTS), vp.embedder.dim)) == {"a.md#1"}
     vp.reset()
     assert vp.copy.count(vp.name) == 0
     vp.close()
@@ -118,11 +118,12 @@ def test_copy_round_trip_keeps_unit_length_and_last_write(tmp_path: Path) -> Non
     copy = VectorCopy(tmp_path / "v.sqlite")
     vecs = np.array([[3.0, 4.0], [0.0, 2.0], [1.0, 1.0]], dtype=np.float32)
     copy.put("c", ["x", "y", "x"], vecs, ["p.md", "p.md", "p.md"])
-    got = copy.get("c", ["x", "y", "z"])
+    got = copy.get("c", ["x", "y", "z"], 2)
     assert set(got) == {"x", "y"}
     assert np.allclose(got["x"], [2 ** -0.5, 2 ** -0.5], atol=1e-3)   # the last "x"
     assert np.allclose(got["y"], [0.0, 1.0])
-    assert copy.get("other", ["x"]) == {}
+    assert copy.get("other", ["x"], 2) == {}
+    assert copy.get("c", ["x"], 3) == {}   # not this dimension: left to chroma
     assert copy.count("c") == 2 and copy.ids("c") == {"x", "y"}
     copy.close()
 
@@ -154,6 +155,27 @@ def test_a_whole_vault_run_fills_a_copy_made_before_it_existed(tmp_path: Path) -
     vault.index()
     assert vp.copy.ids(vp.name) == ids
     stored = _stored(vp, lost)
-    copied = vp.copy.get(vp.name, lost)
+    copied = vp.copy.get(vp.name, lost, vp.embedder.dim)
     assert all(np.abs(copied[i] - stored[i]).max() < 1e-3 for i in lost)
     vault.close()
+
+
+def test_damaged_rows_are_left_to_chroma(tmp_path: Path) -> None:
+    """A row of the wrong size or holding NaN never reaches a score: chroma answers it."""
+    import sqlite3
+
+    vp = VectorProjection(HashEmbedder(), tmp_path / "chroma")
+    _fill(vp)
+    assert vp.copy is not None
+    db = sqlite3.connect(vp.copy.path)
+    db.execute("UPDATE vectors SET vec = ? WHERE id = ?", (b"\x00\x7e" * vp.embedder.dim, "a.md#0"))
+    db.execute("UPDATE vectors SET vec = ? WHERE id = ?", (b"\x00" * 7, "b.md#0"))
+    db.commit()
+    db.close()
+    got = vp.embeddings(list(TEXTS))
+    stored = _stored(vp, list(TEXTS))
+    assert set(got) == set(TEXTS)
+    assert all(np.isfinite(v).all() for v in got.values())
+    assert np.array_equal(got["a.md#0"], stored["a.md#0"])   # chroma's, not the NaN row
+    assert np.array_equal(got["b.md#0"], stored["b.md#0"])
+    vp.close()

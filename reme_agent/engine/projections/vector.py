@@ -1099,7 +1099,8 @@ class VectorProjection:
         if copied is not None:
             return copied
         wanted = list(dict.fromkeys(ids))
-        held = self.copy.get(self.name, wanted) if self.copy is not None else {}
+        held = (self.copy.get(self.name, wanted, int(self.embedder.dim))
+                if self.copy is not None else {})
         out, ids = self.cache.get_many([i for i in wanted if i not in held])
         out.update(held)
         for s in range(0, len(ids), self._max_batch):

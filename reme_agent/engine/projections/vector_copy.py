@@ -161,26 +161,34 @@ class VectorCopy:
                   [(collection,)])
 
     # -- reads ------------------------------------------------------------------------------
-    def get(self, collection: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """Stored unit vectors (float32) of the `ids` it holds; the others are left out."""
-        out: dict[str, np.ndarray] = {}
+    def get(self, collection: str, ids: Sequence[str], dim: int) -> dict[str, np.ndarray]:
+        """Stored unit vectors (float32) of the `ids` it holds; the others are left out, and
+        so is a row that is not `dim` finite numbers (a damaged file must not reach a score:
+        one NaN would sort every candidate at random)."""
+        found: list[tuple[str, bytes]] = []
         with self._lock:
             db = self._conn()
             if db is None or not ids:
-                return out
+                return {}
             try:
                 for s in range(0, len(ids), _CHUNK):
                     part = list(ids[s:s + _CHUNK])
                     marks = ",".join("?" * len(part))
-                    for bid, blob in db.execute(
-                            f"SELECT id, vec FROM vectors WHERE collection = ? AND id IN ({marks})",
-                            (collection, *part)):
-                        out[bid] = np.frombuffer(blob, dtype="<f2").astype(np.float32)
+                    found += db.execute(
+                        f"SELECT id, vec FROM vectors WHERE collection = ? AND id IN ({marks})",
+                        (collection, *part)).fetchall()
             except sqlite3.Error as exc:
                 log.warning("the vector copy could not be read (%s); chroma answers instead",
                             exc)
                 return {}
-        return out
+        found = [(bid, blob) for bid, blob in found
+                 if isinstance(blob, bytes) and len(blob) == 2 * dim]
+        if not found:
+            return {}
+        matrix = np.frombuffer(b"".join(blob for _, blob in found),
+                               dtype="<f2").reshape(len(found), dim).astype(np.float32)
+        ok = np.isfinite(matrix).all(axis=1)
+        return {bid: matrix[r] for r, (bid, _) in enumerate(found) if ok[r]}
 
     def count(self, collection: str) -> int | None:
         """Rows held for `collection`; None when the copy cannot be read."""
