@@ -98,6 +98,25 @@ not after every write either: a tool's write adds ~10."""
 CLIENT_ENV = "REME_AGENT_CHROMA"
 """Set to ``client`` to open embedded stores with chromadb's full Python client (G6)."""
 _thin_failed = False  # the bindings refused once: this process uses the full client
+_bindings_pid: int | None = None
+"""The process that opened an embedded store. chroma's native code does not survive a fork:
+in a child forked after it, every call (on an inherited store or a newly opened one) hangs
+for good, so there it is refused with an explanation instead (`_refuse_if_forked`)."""
+
+
+def _forked() -> bool:
+    return _bindings_pid is not None and _bindings_pid != os.getpid()
+
+
+def _refuse_if_forked() -> None:
+    if _forked():
+        raise BackendError(
+            f"chroma's embedded store was opened in process {_bindings_pid}, and this process "
+            f"({os.getpid()}) is a fork of it: chroma's native code hangs on any call after a "
+            "fork, so the vector index cannot be used here.",
+            "Start worker processes with multiprocessing's 'spawn' or 'forkserver' method "
+            "(multiprocessing.set_start_method('spawn')), or open the vault only inside the "
+            "workers, never in the parent before it forks.")
 
 
 def _thin_wanted() -> bool:
@@ -441,6 +460,10 @@ class VectorProjection:
         whose files were deleted reuses the stale system ("attempt to write a readonly
         database"). Idempotent; the projection must not be used afterwards.
         """
+        if self._owns_client and _forked():   # waiting or closing would hang: just let go
+            self.flat.invalidate()
+            self._client = None
+            return
         if self._owns_client:
             self.flat.invalidate()   # a copy in flight stops at its next page
             for thread in self._background():
@@ -546,6 +569,7 @@ class VectorProjection:
         """
         if not self._owns_client:
             return
+        _refuse_if_forked()
         with self._lock:
             with self._cond:
                 self._reopening = True
@@ -562,6 +586,8 @@ class VectorProjection:
     @contextmanager
     def _in_use(self) -> Iterator[Any]:
         """The current collection, held against a concurrent :meth:`reopen`."""
+        if self._owns_client:
+            _refuse_if_forked()
         with self._cond:
             while self._reopening:
                 self._cond.wait()
@@ -637,6 +663,7 @@ class VectorProjection:
         if self.path is None:
             yield
             return
+        _refuse_if_forked()
         with _store_lock(self.path):
             yield
 
@@ -661,8 +688,10 @@ class VectorProjection:
             self._attach(self._new_local_client())
 
     def _new_local_client(self) -> Any:
-        global _thin_failed
+        global _thin_failed, _bindings_pid
         assert self.path is not None
+        _refuse_if_forked()
+        _bindings_pid = os.getpid()
         if _thin_wanted():
             try:
                 return chroma_rust.open_store(self.path)
@@ -686,6 +715,9 @@ class VectorProjection:
 
     def _release_local(self) -> None:
         if self._client is None:
+            return
+        if _forked():   # closing inherited native state hangs: only forget it
+            self._client = None
             return
         with suppress(Exception):
             self._client.close()
@@ -1049,6 +1081,8 @@ class VectorProjection:
 
     def generations(self) -> list[str]:
         """Names of every generation of this base collection in the store."""
+        if self._owns_client:
+            _refuse_if_forked()
         with self._backend("list_collections"):
             cols = self._client.list_collections()
         names = [c if isinstance(c, str) else c.name for c in cols]
