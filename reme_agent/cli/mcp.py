@@ -16,15 +16,19 @@ from reme_agent.cli.context import Ctx, common, warm_option
 @click.option("--port", default=8765, show_default=True, help="HTTP port.")
 @click.option("--token-env", default=None, metavar="NAME",
               help="Environment variable holding the bearer token (required off loopback).")
+@click.option("--worker", "with_worker", is_flag=True,
+              help="Also run the follow-up queue (auto-link L1; split with a model) on a thread, "
+                   "as `watch --worker` does: what the distiller queues runs while you chat.")
 @warm_option
 def mcp(c: Ctx, tier: str, transport: str, host: str, port: int, token_env: str | None,
-        warm: bool) -> None:
+        with_worker: bool, warm: bool) -> None:
     """Serve the vault's tools over MCP (and, while it runs, `reme-agent search` and `hook`
     of other processes: see `reme-agent serve`).
 
     \b
     Example:
       reme-agent mcp --vault ./vault --tier expert
+      reme-agent mcp --vault ./vault --worker
       REME_MCP_TOKEN=secret reme-agent mcp --transport http --host 0.0.0.0 --token-env REME_MCP_TOKEN
     """
     from reme_agent.mcp_server import resolve_token, serve
@@ -35,6 +39,11 @@ def mcp(c: Ctx, tier: str, transport: str, host: str, port: int, token_env: str 
 
     v = c.open()
     server = start_server(v, c.configs) if warm else None  # stdout is the MCP channel
+    if with_worker:
+        from reme_agent.cli.worker import echo_err
+        from reme_agent.jobs.followups import start_followup_worker
+
+        start_followup_worker(v, echo=echo_err)   # on stderr; stopped by v.close()
     try:
         serve(v, tier, "stdio" if transport == "stdio" else "http", host, port, token_env)
     except KeyboardInterrupt:

@@ -152,3 +152,22 @@ def test_watch_with_worker_links_queued_notes_and_queues_a_split_for_a_hand_edit
     assert "follow-up worker on" in err and f"worker: done autolink {GW}" in err
     assert f'"split_queued": ["{BIG}"]' in err
     assert vault.queue.pending("split")[0].source == "watch"  # no model: it waits
+
+
+def test_mcp_with_worker_runs_what_the_queue_holds(vault: Vault) -> None:
+    """An MCP client's distiller queues follow-ups; `mcp --worker` runs them while the
+    server serves (stdout stays the MCP channel: the worker reports on stderr)."""
+    item, _ = vault.queue.enqueue("autolink", GW, payload={"level": "L1"}, source="test")
+    proc = subprocess.Popen([sys.executable, "-m", "reme_agent", "mcp", "--worker", "--no-warm",
+                             "--vault", str(vault.root)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **ENV, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
+    try:
+        wait_for(lambda: vault.queue.get(item.id).status == "done", proc,
+                 "mcp --worker did not run the queued item")
+        assert "[[rate-limit|rate limit]]" in vault.store.read_text(GW)
+    finally:
+        out, err = proc.communicate(timeout=90)   # stdin closed: the stdio server ends
+    assert proc.returncode == 0, err
+    assert f"worker: done autolink {GW}" in err and "worker:" not in out
