@@ -686,14 +686,15 @@ class Indexer:
         failed earlier run), then bring the vector copy (`vector_copy.py`) level with it."""
         if not check:
             return 0
-        embedded = self._reembed_lost()
-        self.vector.fill_copy(self.state.counts()[1], self.state.all_block_ids,
+        expected = self.state.counts()[1]
+        embedded = self._reembed_lost(expected)
+        self.vector.fill_copy(expected, self.state.all_block_ids,
                               lambda n: self._bars("copying vectors", n, "block"))
         return embedded
 
-    def _reembed_lost(self) -> int:
-        """Embed again the blocks chroma lacks; drop the ones it holds for no block."""
-        expected = self.state.counts()[1]
+    def _reembed_lost(self, expected: int) -> int:
+        """Embed again the blocks chroma lacks (`expected`: how many it should hold); drop
+        the ones it holds for no block."""
         if self.vector.count() == expected:
             return 0
         have = self.vector.ids()
