@@ -196,10 +196,12 @@ class FileStore:
             is_hidden(p) for p in real.relative_to(self.root).parts)
 
     def lookalike(self, rel: str) -> str | None:
-        """An existing path that `rel` (not on disk as written) names on another file
-        system, or None: a folder or file whose name differs only in letter case or in
-        Unicode normalisation (`Café` composed or decomposed). macOS and Windows keep one
-        of the two, Obsidian links both as one, and a sync between machines merges them.
+        """An existing path that `rel` (not on disk as written) looks the same as, or None:
+        a folder or file whose name differs only in letter case, in Unicode normalisation
+        (`Café` composed or decomposed) or in compatibility forms (full-width `ＡＢＣ` and
+        `ABC`, `①` and `1`). For the first two, macOS and Windows keep one of the two,
+        Obsidian links both as one, and a sync between machines merges them; the last
+        a person cannot tell apart in a listing or a link (`fs_fold` tells which).
 
         Only folders along `rel` that are missing as written are listed, so a new note in
         an existing folder costs one listing of that folder.
@@ -833,7 +835,13 @@ def hidden_reason(name: str) -> str:
 
 
 def _fold(name: str) -> str:
-    """A name as case- and normalisation-insensitive file systems compare it."""
+    """A name as a person compares it: letter case, Unicode normalisation and compatibility
+    forms (full-width `ＡＢＣ１`, `①`, the `ﬁ` ligature) folded away (NFKC + casefold)."""
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold())
+
+
+def fs_fold(name: str) -> str:
+    """A name as case- and normalisation-insensitive file systems (macOS, Windows) compare it."""
     return unicodedata.normalize("NFC", name).casefold()
 
 

@@ -21,6 +21,12 @@ def run(vault: Vault, tool: str, **args: object) -> dict:
     return BY_NAME[tool].fn(vault, **args)
 
 
+def listing(vault: Vault) -> list[str]:
+    """Every file and folder of the vault outside `.reme/`."""
+    return sorted(p.relative_to(vault.root).as_posix() for p in vault.root.rglob("*")
+                  if ".reme" not in p.relative_to(vault.root).parts)
+
+
 # -- deleting the last property removes the frontmatter block (as Obsidian does) ----------
 LAST = {
     "plain.md": ("---\ntitle: x\n---\n# Body\n\ntext\n", "# Body\n\ntext\n"),
@@ -57,4 +63,41 @@ def test_the_empty_block_stays_when_removing_it_would_change_the_note(
     run(vault, "property_delete", path=path, keys=["title"])
     assert (vault.root / path).read_text(encoding="utf-8") == expected
     assert split_note(expected).frontmatter == {}
+    vault.close()
+
+
+# -- full-width and other compatibility look-alikes -------------------------------------------
+WIDE = {"knowledge/ABC.md": "# ABC\n", "knowledge/会议(周一)/会议(周一).md": "# 周一\n",
+        "knowledge/v2.md": "# v2\n", "knowledge/bm25/bm25.md": "# BM25\n"}
+
+
+@pytest.mark.parametrize(("path", "twin"), [
+    ("knowledge/ＡＢＣ.md", "knowledge/ABC.md"),                      # full-width letters
+    ("knowledge/ａｂｃ.md", "knowledge/ABC.md"),                      # ... and another case
+    ("knowledge/v２.md", "knowledge/v2.md"),                         # a full-width digit
+    ("knowledge/会议（周一）/会议（周一）.md", "knowledge/会议(周一)/会议(周一).md"),  # brackets
+    ("ｋｎｏｗｌｅｄｇｅ/new-note.md", "knowledge"),                   # a folder on the way
+])
+def test_a_new_name_matching_another_in_its_full_width_form_is_refused(
+        tmp_path: Path, path: str, twin: str) -> None:
+    from reme_agent.errors import ReMeError
+
+    vault = make_vault(tmp_path / "v", WIDE, index=False)
+    before = listing(vault)
+    for tool, args in (("write", {"path": path, "body": "x\n"}),
+                       ("copy", {"src": "knowledge/bm25/bm25.md", "dst": path})):
+        with pytest.raises(ReMeError, match="full-width") as err:
+            run(vault, tool, **args)
+        assert repr(twin) in str(err.value)
+    assert listing(vault) == before  # nothing made, no folder either
+    vault.close()
+
+
+def test_full_width_punctuation_alone_is_a_name_like_any_other(tmp_path: Path) -> None:
+    """Chinese titles are typed with full-width punctuation: only a collision is refused."""
+    vault = make_vault(tmp_path / "v", WIDE, index=False)
+    for path in ("knowledge/问题：为什么？.md", "knowledge/会议（周二）/会议（周二）.md",
+                 "knowledge/ＡＢＤ.md"):
+        run(vault, "write", path=path, body="x\n")
+        assert (vault.root / path).is_file()
     vault.close()
