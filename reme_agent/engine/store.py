@@ -38,6 +38,7 @@ from reme_agent.engine.cas import MAX_REDOS, redo_on_stamp_change
 from reme_agent.engine.latewrites import LateAppendWatcher, pread_all
 from reme_agent.engine.workdir import INTERNAL_DIR
 from reme_agent.errors import (
+    FolderNotNote,
     NoteExists,
     NoteNotFound,
     NotText,
@@ -235,7 +236,11 @@ class FileStore:
     def read_bytes(self, rel: str) -> bytes:
         data = self.read_if_present(rel)
         if data is None:
-            raise NoteNotFound(self.normalize(rel), self.suggest(rel))
+            norm = self.normalize(rel)
+            if norm and self.resolve(norm).is_dir():
+                note = f"{norm}/{PurePosixPath(norm).name}.md"
+                raise FolderNotNote(norm, note if self.resolve(note).is_file() else None)
+            raise NoteNotFound(norm, self.suggest(rel))
         return data
 
     def read_if_present(self, rel: str) -> bytes | None:

@@ -101,3 +101,22 @@ def test_full_width_punctuation_alone_is_a_name_like_any_other(tmp_path: Path) -
         run(vault, "write", path=path, body="x\n")
         assert (vault.root / path).is_file()
     vault.close()
+
+
+# -- reading a folder ------------------------------------------------------------------------
+def test_reading_a_folder_says_it_is_one_and_how_to_list_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from reme_agent.cli import main
+    from reme_agent.errors import FolderNotNote
+
+    vault = make_vault(tmp_path / "v", WIDE, index=False)
+    with pytest.raises(FolderNotNote, match="'knowledge/bm25' is a folder, not a note") as err:
+        run(vault, "read", path="knowledge/bm25")
+    assert "`list` (path='knowledge/bm25')" in str(err.value)
+    assert "folder note 'knowledge/bm25/bm25.md'" in str(err.value)
+    vault.close()
+    assert main(["read", "knowledge", "--vault", str(vault.root)]) == 1
+    err_text = capsys.readouterr().err
+    assert err_text.startswith("Error: 'knowledge' is a folder, not a note.")
+    assert "`list` (path='knowledge')" in err_text and "folder note" not in err_text
+    assert len(err_text.strip().splitlines()) == 1
