@@ -7,6 +7,7 @@ before its fix.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -120,3 +121,42 @@ def test_reading_a_folder_says_it_is_one_and_how_to_list_it(
     assert err_text.startswith("Error: 'knowledge' is a folder, not a note.")
     assert "`list` (path='knowledge')" in err_text and "folder note" not in err_text
     assert len(err_text.strip().splitlines()) == 1
+
+
+# -- sync --messages: the file's own session id ----------------------------------------------
+TURNS = [{"role": "user", "content": "keep the blend"}, {"role": "assistant", "content": "kept"}]
+CLAUDE_LINES = "\n".join(json.dumps({"type": t["role"], "sessionId": "cc-7", "message": t})
+                         for t in TURNS) + "\n"
+
+
+@pytest.mark.parametrize(("content", "flag", "session"), [
+    (json.dumps({"session_id": "s-file", "messages": TURNS}), None, "s-file"),
+    (CLAUDE_LINES, None, "cc-7"),                    # Claude Code's JSONL: sessionId a line
+    (CLAUDE_LINES, "s-flag", "s-flag"),              # the flag wins
+    (json.dumps(TURNS), None, "transcript-"),        # no id anywhere: the day's, as before
+])
+def test_sync_uses_the_session_id_inside_the_messages_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: str, flag: str | None,
+        session: str) -> None:
+    from click.testing import CliRunner
+
+    from reme_agent.cli import cli
+
+    monkeypatch.setenv("REME_EMBEDDER__NAME", "hash")
+    root = tmp_path / "v"
+    root.mkdir()
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text(content, encoding="utf-8")
+    args = ["sync", "--messages", str(chat), "--mode", "transcript", "--json", "--vault",
+            str(root), *(["--session-id", flag] if flag else [])]
+    got = CliRunner().invoke(cli, args)
+    assert got.exit_code == 0, got.output
+    path = json.loads(got.stdout)["created"][0]
+    note = split_note((root / path).read_text(encoding="utf-8"))
+    if session.endswith("-"):
+        assert note.frontmatter["originSessionId"].startswith(session)
+    else:
+        assert note.frontmatter["originSessionId"] == session
+        assert path.endswith(f"/session-{session}/session-{session}.md")
+        again = CliRunner().invoke(cli, args)  # the session's ledger: nothing twice
+        assert again.exit_code == 0 and not json.loads(again.stdout)["created"]
