@@ -8,6 +8,7 @@ before its fix.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -160,3 +161,48 @@ def test_sync_uses_the_session_id_inside_the_messages_file(
         assert path.endswith(f"/session-{session}/session-{session}.md")
         again = CliRunner().invoke(cli, args)  # the session's ledger: nothing twice
         assert again.exit_code == 0 and not json.loads(again.stdout)["created"]
+
+
+# -- a vault root that is the disk, a system folder or the home folder -------------------
+@pytest.mark.parametrize("command", [["init"], ["search", "notes"], ["index"],
+                                     ["tool", "list"], ["demo", "--fresh"]])
+def test_the_home_folder_is_refused_as_a_vault_and_nothing_is_created(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        command: list[str]) -> None:
+    from reme_agent.cli import main
+
+    home = tmp_path / "home"
+    (home / "Downloads").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("REME_EMBEDDER__NAME", "hash")
+    assert main([*command, "--vault", str(home)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("Error: Refused ") and "it is your home folder" in err
+    assert len(err.strip().splitlines()) == 1
+    assert sorted(p.name for p in home.iterdir()) == ["Downloads"]
+
+
+def test_a_home_folder_obsidian_opened_as_a_vault_is_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from reme_agent.cli import main
+
+    home = tmp_path / "home"
+    (home / ".obsidian").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    assert main(["init", "--vault", str(home), "--no-obsidian-exclude"]) == 0
+    assert (home / ".reme").is_dir()
+
+
+@pytest.mark.parametrize("root", ["/", "/etc", "/usr", "/proc/self", "disk-link"])
+def test_the_disk_and_system_folders_are_refused_as_vaults(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], root: str) -> None:
+    from reme_agent.cli import main
+
+    if root == "disk-link":
+        (tmp_path / root).symlink_to("/")
+        root = str(tmp_path / root)
+    before = os.path.lexists("/.reme")
+    assert main(["search", "notes", "--vault", root]) == 1
+    err = capsys.readouterr().err
+    assert "Refused vault folder" in err and ("system folder" in err or "file system's root" in err)
+    assert os.path.lexists("/.reme") == before and not os.path.lexists(f"{root}/.reme")
