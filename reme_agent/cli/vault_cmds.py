@@ -43,6 +43,9 @@ def queue_overloaded(v: Vault, changed: list[str], source: str) -> list[dict[str
 def init(c: Ctx, obsidian_exclude: bool | None) -> None:
     """Create a vault folder with the standard layout.
 
+    A vault whose Obsidian day notes live elsewhere (the folder of Daily notes or of the
+    Periodic Notes plugin) gets no daily/ folder: the daily tools write into those notes.
+
     In a vault Obsidian already opened (a .obsidian/ folder exists), reme-agent's own
     records (audit/) and derived signals (meta/) would show in Obsidian's search, graph and
     link suggestions: `init` offers to add them to Obsidian's "Excluded files". The two
@@ -56,16 +59,28 @@ def init(c: Ctx, obsidian_exclude: bool | None) -> None:
     """
     import sys
 
-    from reme_agent.schema.layout import AUDIT, META, init_layout
-    from reme_agent.schema.obsidian import OBSIDIAN_DIR, add_excluded_folders, excluded_folders
+    from reme_agent.schema.layout import AUDIT, DAILY, META, init_layout
+    from reme_agent.schema.obsidian import (
+        OBSIDIAN_DIR,
+        add_excluded_folders,
+        detect_daily_layout,
+        excluded_folders,
+    )
 
     v = c.open(create=True)
     try:
-        made = init_layout(v.root)
+        day_notes = detect_daily_layout(v.root)
+        elsewhere = day_notes is not None and day_notes.folder != DAILY
+        made = init_layout(v.root, daily=not elsewhere)
     finally:
         v.close()
     data: dict[str, object] = {"vault": str(v.root), "created": made}
     text = f"vault ready at {v.root}"
+    if day_notes is not None and elsewhere:
+        data["daily_notes"] = {"folder": day_notes.folder, "format": day_notes.format,
+                               "source": day_notes.source}
+        text += (f"; day notes go to {day_notes.folder or 'the vault root'} as "
+                 f"{day_notes.format}.md (from {day_notes.source}), so no daily/ folder")
     if (v.root / OBSIDIAN_DIR).is_dir():
         wanted = [f"{AUDIT}/", f"{META}/"]
         missing = [f for f in wanted if f.strip("/") not in

@@ -206,3 +206,67 @@ def test_the_disk_and_system_folders_are_refused_as_vaults(
     err = capsys.readouterr().err
     assert "Refused vault folder" in err and ("system folder" in err or "file system's root" in err)
     assert os.path.lexists("/.reme") == before and not os.path.lexists(f"{root}/.reme")
+
+
+# -- init in a vault whose Obsidian day notes live elsewhere --------------------------------
+def _obsidian(root: Path, files: dict[str, object]) -> Path:
+    for rel, value in files.items():
+        (root / ".obsidian" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / ".obsidian" / rel).write_text(json.dumps(value), encoding="utf-8")
+    return root
+
+
+PERIODIC_0 = {"community-plugins.json": ["periodic-notes"],
+              "plugins/periodic-notes/data.json": {
+                  "daily": {"enabled": True, "folder": "Journal/", "format": "YYYY/MM/YYYY-MM-DD",
+                            "template": ""}, "weekly": {"enabled": False}}}
+PERIODIC_1 = {"community-plugins.json": ["calendar", "periodic-notes"],
+              "plugins/periodic-notes/data.json": {
+                  "activeCalendarSet": "Work", "calendarSets": [
+                      {"id": "Default", "day": {"enabled": True, "folder": "Daily",
+                                                "format": "YYYY-MM-DD"}},
+                      {"id": "Work", "day": {"enabled": True, "folder": "Work/日记",
+                                             "format": "YYYY年MM月DD日"}}]}}
+
+
+@pytest.mark.parametrize(("settings", "folder", "day_note"), [
+    ({"daily-notes.json": {"folder": "Journal", "format": "YYYY-MM-DD"}}, "Journal",
+     "Journal/2026-12-01.md"),
+    ({"daily-notes.json": {}}, "", "2026-12-01.md"),                      # Obsidian's default
+    (PERIODIC_0, "Journal", "Journal/2026/12/2026-12-01.md"),
+    (PERIODIC_1, "Work/日记", "Work/日记/2026年12月01日.md"),
+    # the plugin installed but disabled: the core plugin's settings
+    ({**PERIODIC_0, "community-plugins.json": [], "daily-notes.json": {"folder": "Days"}},
+     "Days", "Days/2026-12-01.md"),
+])
+def test_init_makes_no_daily_folder_when_obsidian_keeps_day_notes_elsewhere(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        settings: dict[str, object], folder: str, day_note: str) -> None:
+    from reme_agent.cli import main
+
+    monkeypatch.setenv("REME_EMBEDDER__NAME", "hash")
+    root = _obsidian(tmp_path / "v", settings)
+    assert main(["init", "--vault", str(root), "--no-obsidian-exclude", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert "daily" not in data["created"] and not (root / "daily").exists()
+    assert data["daily_notes"]["folder"] == folder
+    assert {"knowledge", "audit", "meta", "resource"} <= set(data["created"])
+    vault = make_vault(root, {}, index=False)
+    run(vault, "daily_write", slug="standup", body="Talked about BM25.", date="2026-12-01")
+    assert "Talked about BM25." in (root / day_note).read_text(encoding="utf-8")
+    assert not (root / "daily").exists()
+    vault.close()
+
+
+def test_init_still_makes_daily_for_reme_agents_own_workspaces(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from reme_agent.cli import main
+
+    monkeypatch.setenv("REME_EMBEDDER__NAME", "hash")
+    plain = tmp_path / "plain"
+    assert main(["init", "--vault", str(plain)]) == 0 and (plain / "daily").is_dir()
+    periodic_off = _obsidian(tmp_path / "off", {
+        "community-plugins.json": ["periodic-notes"],
+        "plugins/periodic-notes/data.json": {"daily": {"enabled": False, "folder": "J"}}})
+    assert main(["init", "--vault", str(periodic_off), "--no-obsidian-exclude"]) == 0
+    assert (periodic_off / "daily").is_dir()
