@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from reme_agent.cli.context import Ctx, common, no_progress_option, warm_option
+from reme_agent.cli.context import Ctx, common, no_progress_option, sigterm_stops, warm_option
 
 if TYPE_CHECKING:
     from reme_agent.vault import Vault
@@ -155,39 +155,40 @@ def watch(c: Ctx, debounce: float, seconds: float, with_worker: bool, warm: bool
     v = c.open()
     server = None
     try:
-        first = v.index()
-        if warm:
-            server = start_server(v, c.configs, echo=lambda m: click.echo(m, err=True))
-        queue_overloaded(v, first.changed_files, "watch")
-        worker = None
-        if with_worker:
-            from reme_agent.cli.worker import echo_err
-            from reme_agent.jobs.followups import start_followup_worker
+        with sigterm_stops():  # SIGTERM stops it like Ctrl-C: the socket is removed
+            first = v.index()
+            if warm:
+                server = start_server(v, c.configs, echo=lambda m: click.echo(m, err=True))
+            queue_overloaded(v, first.changed_files, "watch")
+            worker = None
+            if with_worker:
+                from reme_agent.cli.worker import echo_err
+                from reme_agent.jobs.followups import start_followup_worker
 
-            worker = start_followup_worker(v, echo=echo_err)  # stopped by v.close()
-        click.echo(f"watching {v.root} ({first.files} files indexed"
-                   f"{', follow-up worker on' if worker else ''}); Ctrl-C to stop", err=True)
+                worker = start_followup_worker(v, echo=echo_err)  # stopped by v.close()
+            click.echo(f"watching {v.root} ({first.files} files indexed"
+                       f"{', follow-up worker on' if worker else ''}); Ctrl-C to stop", err=True)
 
-        def on_change(paths: list[str] | None) -> None:
-            report = v.index() if paths is None else v.refresh(paths)
-            if report.changed_files or report.deleted_files:
-                click.echo(json.dumps({"changed": report.changed_files,
-                                       "deleted": report.deleted_files,
-                                       "embedded": report.embedded}, ensure_ascii=False), err=True)
-            queued = queue_overloaded(v, report.changed_files, "watch")
-            if queued:
-                click.echo(json.dumps({"split_queued": [q["path"] for q in queued]},
-                                      ensure_ascii=False), err=True)
-                if worker is not None:
-                    worker.wake()
+            def on_change(paths: list[str] | None) -> None:
+                report = v.index() if paths is None else v.refresh(paths)
+                if report.changed_files or report.deleted_files:
+                    click.echo(json.dumps({"changed": report.changed_files,
+                                           "deleted": report.deleted_files,
+                                           "embedded": report.embedded}, ensure_ascii=False), err=True)
+                queued = queue_overloaded(v, report.changed_files, "watch")
+                if queued:
+                    click.echo(json.dumps({"split_queued": [q["path"] for q in queued]},
+                                          ensure_ascii=False), err=True)
+                    if worker is not None:
+                        worker.wake()
 
-        with VaultWatcher(v.root, on_change, debounce=debounce):
-            deadline = time.monotonic() + seconds if seconds else None
-            try:
-                while deadline is None or time.monotonic() < deadline:
-                    time.sleep(0.2)
-            except KeyboardInterrupt:
-                pass
+            with VaultWatcher(v.root, on_change, debounce=debounce):
+                deadline = time.monotonic() + seconds if seconds else None
+                try:
+                    while deadline is None or time.monotonic() < deadline:
+                        time.sleep(0.2)
+                except KeyboardInterrupt:
+                    pass  # Ctrl-C or SIGTERM: the normal way to stop
     finally:
         if server is not None:
             server.close()

@@ -270,3 +270,140 @@ def test_init_still_makes_daily_for_reme_agents_own_workspaces(
         "plugins/periodic-notes/data.json": {"daily": {"enabled": False, "folder": "J"}}})
     assert main(["init", "--vault", str(periodic_off), "--no-obsidian-exclude"]) == 0
     assert (periodic_off / "daily").is_dir()
+
+
+# -- bad arguments: one clear line on every face ---------------------------------------------
+def _mcp_calls(vault: Vault, calls: list[dict[str, object]]) -> list[tuple[bool, str]]:
+    import asyncio
+
+    from mcp.client.client import Client
+
+    from reme_agent.mcp_server import build_server
+
+    async def go() -> list[tuple[bool, str]]:
+        async with Client(build_server(vault, "expert")) as client:
+            out = []
+            for args in calls:
+                got = await client.call_tool("search", args)
+                out.append((bool(got.is_error), got.content[0].text))
+            return out
+
+    return asyncio.run(go())
+
+
+def test_mcp_argument_type_errors_are_one_line_naming_the_argument(tmp_path: Path) -> None:
+    vault = make_vault(tmp_path / "v", WIDE)
+    got = _mcp_calls(vault, [{"query": "abc", "limit": "ten"}, {"limit": 3},
+                             {"query": "abc", "layers": "knowledge"},
+                             {"query": ["abc"], "limit": "x"}])
+    vault.close()
+    for is_error, text in got:
+        assert is_error and "\n" not in text and "pydantic" not in text, text
+        assert text.startswith("Error executing tool search: Argument ")
+    assert "Argument 'limit' has a wrong value 'ten'" in got[0][1]
+    assert "Expected an integer." in got[0][1]
+    assert "Argument 'query' is missing. Expected a string." in got[1][1]
+    assert "Argument 'layers' has a wrong value 'knowledge'" in got[2][1]
+    assert "'query'" in got[3][1] and "'limit'" in got[3][1]   # each bad argument named
+
+
+def test_search_limit_zero_is_one_clear_line_on_every_face(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from reme_agent.cli import main
+    from reme_agent.toolkit import build_toolkit
+    from tests.toolkit.conftest import call_toolkit
+
+    why = "limit must be between 1 and 50, got 0."
+    vault = make_vault(tmp_path / "v", WIDE)
+    [(is_error, text)] = _mcp_calls(vault, [{"query": "abc", "limit": 0}])
+    assert is_error and text == f"Error executing tool search: {why}"
+    state, text = call_toolkit(build_toolkit(vault), "search", query="abc", limit=0)
+    assert state == "error" and why in text and "Traceback" not in text
+    vault.close()
+    for command in (["search", "abc"], ["tool", "search", "--query", "abc"]):
+        assert main([*command, "--limit", "0", "--vault", str(vault.root)]) == 1
+        err = capsys.readouterr().err
+        assert err == f"Error: {why}\n"
+
+
+# -- SIGTERM stops the long-running commands cleanly -----------------------------------------
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _listening(port: str) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", int(port))) == 0
+
+
+@pytest.mark.parametrize("command", [["serve"], ["watch"],
+                                     ["mcp", "--transport", "http", "--tier", "expert"]])
+def test_sigterm_stops_a_serving_command_and_removes_its_socket(
+        tmp_path: Path, command: list[str]) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    vault = make_vault(tmp_path / "v", WIDE)
+    sock = vault.internal / "warm" / "serve.sock"
+    vault.close()
+    if command[0] == "mcp":
+        command = [*command, "--port", str(_free_port())]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REME_")} | {
+        "REME_EMBEDDER__NAME": "hash", "REME_INDEX__PROGRESS": "false"}
+    proc = subprocess.Popen([sys.executable, "-m", "reme_agent", *command, "--vault",
+                             str(vault.root)], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not sock.exists() or (command[0] == "mcp" and not _listening(command[-1])):
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        time.sleep(0.5)  # past start-up, into the serving loop
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert not sock.exists()
+    if command[0] == "mcp":  # where to connect: one plain line, not a WARNING record
+        banner = [line for line in err.splitlines() if "/mcp" in line]
+        assert banner == [f"MCP (expert tier) on http://127.0.0.1:{command[-1]}/mcp"], err
+        assert "WARNING" not in err
+
+
+def test_a_socket_left_by_a_killed_server_blocks_neither_clients_nor_the_next_server(
+        tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    vault = make_vault(tmp_path / "v", WIDE)
+    sock = vault.internal / "warm" / "serve.sock"
+    vault.close()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REME_")} | {
+        "REME_EMBEDDER__NAME": "hash", "REME_INDEX__PROGRESS": "false"}
+    base = [sys.executable, "-m", "reme_agent"]
+    proc = subprocess.Popen([*base, "serve", "--vault", str(vault.root)], env=env,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not sock.exists():
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert sock.exists()  # nothing can clean up after kill -9
+    got = subprocess.run([*base, "search", "ABC", "--json", "--vault", str(vault.root)],
+                         env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert got.returncode == 0 and json.loads(got.stdout)["results"], got.stderr
+    again = subprocess.run([*base, "serve", "--seconds", "1", "--vault", str(vault.root)],
+                           env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert again.returncode == 0 and "serving search and hooks warm" in again.stderr
+    assert not sock.exists()
