@@ -79,6 +79,12 @@ class Vault:
     """Everything needed to read, write and search one vault."""
 
     def __init__(self, root: Path, settings: Settings | None = None) -> None:
+        why = unusable_root(Path(root).expanduser())
+        if why is not None:  # before `internal_dir` makes `.reme/` there
+            raise VaultError(f"Refused vault folder {str(root)!r}: it is {why}, where a "
+                             "vault's index (.reme/) and notes would go; nothing was created.",
+                             "Pass the folder that holds your notes with --vault (or "
+                             "REME_VAULT), e.g. ~/notes.")
         self.root = Path(root).resolve()
         self.settings = settings or Settings()
         self.internal = internal_dir(self.root)
@@ -318,12 +324,6 @@ def open_vault(root: Path | str, settings: Settings | None = None, *, create: bo
         except OSError as exc:  # a parent is a file, or no permission: the user's to fix
             raise VaultError(f"Cannot create the vault folder {str(path)!r}: "
                              f"{exc.strerror or exc}.", "Pass a folder you can write.") from exc
-    why = unusable_root(path)
-    if why is not None:
-        raise VaultError(f"Refused vault folder {str(path)!r}: it is {why}, where a vault's "
-                         "index (.reme/) and notes would go; nothing was created.",
-                         "Pass the folder that holds your notes with --vault (or REME_VAULT), "
-                         "e.g. ~/notes.")
     vault = Vault(path, settings)
     vault.recover()
     return vault
