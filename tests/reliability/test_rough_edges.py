@@ -407,3 +407,26 @@ def test_a_socket_left_by_a_killed_server_blocks_neither_clients_nor_the_next_se
                            env=env, capture_output=True, text=True, timeout=120, check=False)
     assert again.returncode == 0 and "serving search and hooks warm" in again.stderr
     assert not sock.exists()
+
+
+def test_sigterm_stops_the_worker_like_ctrl_c(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    vault = make_vault(tmp_path / "v", WIDE, index=False)
+    vault.close()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REME_")} | {
+        "REME_EMBEDDER__NAME": "hash", "REME_INDEX__PROGRESS": "false"}
+    proc = subprocess.Popen([sys.executable, "-m", "reme_agent", "worker", "--no-llm",
+                             "--vault", str(vault.root)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        while "draining" not in (line := proc.stderr.readline()):
+            assert line, "the worker stopped before draining"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert out  # its summary, as after Ctrl-C
