@@ -82,6 +82,7 @@ def run_demo(path: Path, settings: Settings, fresh: bool = False,
     With `echo`, each part is also printed as it happens (the text form of `reme-agent
     demo`); `echo=None` prints nothing (the `--json` form prints the returned dict).
     """
+    from reme_agent.engine.vaultroot import unusable_root
     from reme_agent.recall.search import search
     from reme_agent.schema.layout import init_layout
     from reme_agent.vault import open_vault
@@ -89,6 +90,10 @@ def run_demo(path: Path, settings: Settings, fresh: bool = False,
     say = echo or (lambda _text: None)
     if path.exists() and not path.is_dir():
         raise VaultError(f"{str(path)!r} is a file, not a folder for the demo vault.",
+                         "Pass a new folder with --vault.")
+    why = unusable_root(path) if path.is_dir() else None
+    if why is not None:  # before --fresh lists every file under it
+        raise VaultError(f"Refused demo vault folder {str(path)!r}: it is {why}.",
                          "Pass a new folder with --vault.")
     if fresh and path.exists():
         foreign = _not_demo_files(path)

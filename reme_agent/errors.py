@@ -12,6 +12,7 @@ Our exception hierarchy::
     ├── PathError                            a vault-relative path that cannot be used
     │   ├── PathEscape                       `..`, absolute, or a symlink leading outside
     │   ├── NoteNotFound(path, suggestions)
+    │   │   └── FolderNotNote(path)          a folder where a note was asked for
     │   ├── AmbiguousName(name, candidates) a note name that several notes answer to
     │   ├── NoteExists(path)
     │   └── NotText(path, reason)            binary, non-UTF-8 or too large
@@ -130,6 +131,17 @@ class NoteNotFound(PathError):
             else "Use `list` or `search` to find the right path."
         )
         super().__init__(f"No file at {path!r}.", path, hint)
+
+
+class FolderNotNote(NoteNotFound):
+    """A read of a folder: say so, and how to see what it holds (a NoteNotFound still)."""
+
+    def __init__(self, path: str, folder_note: str | None = None) -> None:
+        PathError.__init__(
+            self, f"{path!r} is a folder, not a note.", path,
+            f"List its files with `list` (path={path!r})"
+            + (f", or read its folder note {folder_note!r}." if folder_note else "."))
+        self.suggestions = [folder_note] if folder_note else []
 
 
 class AmbiguousName(PathError):

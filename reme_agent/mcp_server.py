@@ -19,8 +19,8 @@ from __future__ import annotations
 import functools
 import hmac
 import inspect
-import logging
 import os
+import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 
     from reme_agent.vault import Vault
 
-log = logging.getLogger("reme_agent.mcp")
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -76,15 +75,43 @@ def mcp_tool(spec: ToolSpec, vault: Vault) -> Callable[..., Any]:
     return call
 
 
+def _server_class() -> type[MCPServer]:
+    """MCPServer whose argument errors are one line naming each bad argument.
+
+    The SDK validates a call's arguments before our tool runs and answers with pydantic's
+    multi-line dump (error type, input, a documentation URL); the tool's own checks answer
+    in one line (`toolkit.results`). This keeps the two alike."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from pydantic import ValidationError
+
+    from reme_agent.toolkit.results import arguments_error
+
+    class ReMeMCPServer(MCPServer):
+        async def call_tool(self, name: str, arguments: dict[str, Any],
+                            context: Any = None) -> Any:
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as exc:
+                cause = exc.__cause__
+                if not isinstance(cause, ValidationError):
+                    raise
+                tool = next((t for t in await self.list_tools() if t.name == name), None)
+                schemas = (tool.input_schema if tool else {}).get("properties", {})
+                raise ToolError(f"Error executing tool {name}: "
+                                f"{arguments_error(cause.errors(), schemas)}") from cause
+
+    return ReMeMCPServer
+
+
 def build_server(vault: Vault, tier: str = "service", *,
                  extra: Sequence[ToolSpec] | None = None) -> MCPServer:
     """A new MCP server over `vault` (no global registration, no shared state)."""
-    from mcp.server.mcpserver import MCPServer
     from mcp_types import ToolAnnotations
 
     from reme_agent import __version__
 
-    server = MCPServer("reme-agent", version=__version__, instructions=(
+    server = _server_class()("reme-agent", version=__version__, instructions=(
         "Long-term memory: a vault of Markdown notes. Search before you write; read a note "
         "(and its stamp) before you change it; link with full paths like "
         "[[knowledge/topic/topic.md]]."))
@@ -174,6 +201,8 @@ def serve(vault: Vault, tier: str, transport: str, host: str = "127.0.0.1", port
     import uvicorn
 
     token = resolve_token(host, token_env)
-    log.warning("MCP (%s tier) on http://%s:%d/mcp%s", tier, host, port,
-                " with bearer auth" if token else "")
+    # where to connect is what the person starting it needs: one plain line on stderr, not
+    # a WARNING log record (nothing is wrong), and stdout stays free
+    print(f"MCP ({tier} tier) on http://{host}:{port}/mcp"
+          + (" with bearer auth" if token else ""), file=sys.stderr, flush=True)
     uvicorn.run(http_app(server, host, token), host=host, port=port, log_level="warning")

@@ -25,6 +25,7 @@ from reme_agent.engine.queue import QUEUE_FILE, WorkQueue
 from reme_agent.engine.state import IndexState
 from reme_agent.engine.store import FileStore
 from reme_agent.engine.transaction import Recovery, recover
+from reme_agent.engine.vaultroot import unusable_root
 from reme_agent.engine.view import NoteMeta, VaultView, note_meta, safe_rows
 from reme_agent.engine.workdir import internal_dir
 from reme_agent.errors import VaultError, VaultNotFound
@@ -78,6 +79,12 @@ class Vault:
     """Everything needed to read, write and search one vault."""
 
     def __init__(self, root: Path, settings: Settings | None = None) -> None:
+        why = unusable_root(Path(root).expanduser())
+        if why is not None:  # before `internal_dir` makes `.reme/` there
+            raise VaultError(f"Refused vault folder {str(root)!r}: it is {why}, where a "
+                             "vault's index (.reme/) and notes would go; nothing was created.",
+                             "Pass the folder that holds your notes with --vault (or "
+                             "REME_VAULT), e.g. ~/notes.")
         self.root = Path(root).resolve()
         self.settings = settings or Settings()
         self.internal = internal_dir(self.root)
@@ -303,7 +310,8 @@ class Vault:
 
 
 def open_vault(root: Path | str, settings: Settings | None = None, *, create: bool = False) -> Vault:
-    """Open a vault folder; with create=True make it (and `.reme/`) if missing."""
+    """Open a vault folder; with create=True make it (and `.reme/`) if missing. The file
+    system's root, system folders and the home folder are refused (`engine.vaultroot`)."""
     path = Path(root).expanduser()
     if path.exists() and not path.is_dir():
         raise VaultError(f"{str(path)!r} is a file, not a vault folder.",

@@ -8,10 +8,13 @@ the CLI is a composition root). Nothing heavy is imported at module level.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
-from collections.abc import Callable
+import signal
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -114,3 +117,23 @@ warm_option = click.option(
     "--warm/--no-warm", default=True, show_default=True,
     help="Answer `reme-agent search` and `hook` of other processes from this one (a Unix "
          "socket in the vault's internal folder, this user only).")
+
+
+@contextlib.contextmanager
+def sigterm_stops() -> Iterator[None]:
+    """SIGTERM (a service manager's stop, `kill PID`) ends a long-running command the way
+    Ctrl-C does: as KeyboardInterrupt, so its `finally` blocks run (the warm socket is
+    removed, the vault closed and its snapshot written) instead of the process dying where
+    it stands. The previous handler is put back on the way out."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

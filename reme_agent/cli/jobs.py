@@ -44,7 +44,8 @@ def _day(value: str | None) -> Any:
 @click.option("--mode", type=click.Choice(["auto", "llm", "transcript"]), default="auto",
               show_default=True, help="llm summarises with the configured model; transcript "
               "appends the raw turns; auto = llm when a model is configured, else transcript.")
-@click.option("--session-id", default=None, help="The conversation's id (originSessionId).")
+@click.option("--session-id", default=None, help="The conversation's id (originSessionId); "
+              "default: the file's own `session_id` / `sessionId`, if it has one.")
 @click.option("--hint", default="", help="A hint for the model, e.g. the task's name.")
 @click.option("--slug", default=None, help="transcript mode: the note's slug.")
 @click.option("--date", "day", default=None, help="The day to write (default today).")
@@ -61,11 +62,12 @@ def sync_cmd(c: Ctx, messages_file: Path, mode: str, session_id: str | None, hin
       reme-agent sync --messages chat.json --mode transcript
       reme-agent sync --messages chat.json --session-id s-42 --json
     """
-    from reme_agent.hooks import HookEvent, event_messages
+    from reme_agent.hooks import read_transcript
     from reme_agent.jobs.synchronizer import choose_mode, run_synchronizer
 
     # the hooks' reader: a JSON list, {"messages": [...]} or a JSONL transcript (Claude Code's)
-    messages = event_messages(HookEvent(transcript_path=str(messages_file)))
+    messages, file_session = read_transcript(messages_file)
+    session_id = session_id or file_session  # the flag wins over the file's own id
     today = _day(day)
     v = c.open()
     try:

@@ -18,7 +18,7 @@ import time
 
 import click
 
-from reme_agent.cli.context import Ctx, common, no_progress_option
+from reme_agent.cli.context import Ctx, common, no_progress_option, sigterm_stops
 from reme_agent.maintenance.followups import FOLLOWUPS_STEP
 from reme_agent.maintenance.report import STEPS
 
@@ -81,7 +81,8 @@ def maintain(c: Ctx, only: tuple[str, ...], dry_run: bool, move_archived: bool, 
             if interval is None or (max_runs is not None and runs >= max_runs):
                 return
             try:
-                time.sleep(interval)
+                with sigterm_stops():  # SIGTERM between runs stops it as Ctrl-C does
+                    time.sleep(interval)
             except KeyboardInterrupt:
                 return
     finally:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from reme_agent.cli.context import Ctx, common, warm_option
+from reme_agent.cli.context import Ctx, common, sigterm_stops, warm_option
 
 
 @click.command("mcp")
@@ -45,9 +45,10 @@ def mcp(c: Ctx, tier: str, transport: str, host: str, port: int, token_env: str 
 
         start_followup_worker(v, echo=echo_err)   # on stderr; stopped by v.close()
     try:
-        serve(v, tier, "stdio" if transport == "stdio" else "http", host, port, token_env)
+        with sigterm_stops():
+            serve(v, tier, "stdio" if transport == "stdio" else "http", host, port, token_env)
     except KeyboardInterrupt:
-        pass  # Ctrl-C is how a server is stopped: exit 0, as `serve` and `watch` do
+        pass  # Ctrl-C or SIGTERM is how a server is stopped: exit 0, as `serve` and `watch` do
     finally:
         if server is not None:
             server.close()

@@ -12,7 +12,7 @@ import time
 
 import click
 
-from reme_agent.cli.context import Ctx, common
+from reme_agent.cli.context import Ctx, common, sigterm_stops
 
 
 @click.command("serve")
@@ -30,18 +30,19 @@ def serve(c: Ctx, seconds: float) -> None:
 
     v = c.open()
     try:
-        warm_up(v)
-        server = start_server(v, c.configs, echo=lambda m: click.echo(m, err=True))
-        if server is None:
-            raise click.ClickException(f"another process already serves {v.root} warm")
-        try:
-            deadline = time.monotonic() + seconds if seconds else None
-            while deadline is None or time.monotonic() < deadline:
-                time.sleep(0.2)
-        except KeyboardInterrupt:
-            pass
-        finally:
-            server.close()
+        with sigterm_stops():  # SIGTERM stops it like Ctrl-C: the socket is removed
+            warm_up(v)
+            server = start_server(v, c.configs, echo=lambda m: click.echo(m, err=True))
+            if server is None:
+                raise click.ClickException(f"another process already serves {v.root} warm")
+            try:
+                deadline = time.monotonic() + seconds if seconds else None
+                while deadline is None or time.monotonic() < deadline:
+                    time.sleep(0.2)
+            finally:
+                server.close()
+    except KeyboardInterrupt:
+        pass  # Ctrl-C or SIGTERM (while warming up too): the normal way to stop, exit 0
     finally:
         v.close()
 

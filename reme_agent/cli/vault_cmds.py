@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from reme_agent.cli.context import Ctx, common, no_progress_option, warm_option
+from reme_agent.cli.context import Ctx, common, no_progress_option, sigterm_stops, warm_option
 
 if TYPE_CHECKING:
     from reme_agent.vault import Vault
@@ -43,6 +43,9 @@ def queue_overloaded(v: Vault, changed: list[str], source: str) -> list[dict[str
 def init(c: Ctx, obsidian_exclude: bool | None) -> None:
     """Create a vault folder with the standard layout.
 
+    A vault whose Obsidian day notes live elsewhere (the folder of Daily notes or of the
+    Periodic Notes plugin) gets no daily/ folder: the daily tools write into those notes.
+
     In a vault Obsidian already opened (a .obsidian/ folder exists), reme-agent's own
     records (audit/) and derived signals (meta/) would show in Obsidian's search, graph and
     link suggestions: `init` offers to add them to Obsidian's "Excluded files". The two
@@ -56,16 +59,28 @@ def init(c: Ctx, obsidian_exclude: bool | None) -> None:
     """
     import sys
 
-    from reme_agent.schema.layout import AUDIT, META, init_layout
-    from reme_agent.schema.obsidian import OBSIDIAN_DIR, add_excluded_folders, excluded_folders
+    from reme_agent.schema.layout import AUDIT, DAILY, META, init_layout
+    from reme_agent.schema.obsidian import (
+        OBSIDIAN_DIR,
+        add_excluded_folders,
+        detect_daily_layout,
+        excluded_folders,
+    )
 
     v = c.open(create=True)
     try:
-        made = init_layout(v.root)
+        day_notes = detect_daily_layout(v.root)
+        elsewhere = day_notes is not None and day_notes.folder != DAILY
+        made = init_layout(v.root, daily=not elsewhere)
     finally:
         v.close()
     data: dict[str, object] = {"vault": str(v.root), "created": made}
     text = f"vault ready at {v.root}"
+    if day_notes is not None and elsewhere:
+        data["daily_notes"] = {"folder": day_notes.folder, "format": day_notes.format,
+                               "source": day_notes.source}
+        text += (f"; day notes go to {day_notes.folder or 'the vault root'} as "
+                 f"{day_notes.format}.md (from {day_notes.source}), so no daily/ folder")
     if (v.root / OBSIDIAN_DIR).is_dir():
         wanted = [f"{AUDIT}/", f"{META}/"]
         missing = [f for f in wanted if f.strip("/") not in
@@ -140,39 +155,40 @@ def watch(c: Ctx, debounce: float, seconds: float, with_worker: bool, warm: bool
     v = c.open()
     server = None
     try:
-        first = v.index()
-        if warm:
-            server = start_server(v, c.configs, echo=lambda m: click.echo(m, err=True))
-        queue_overloaded(v, first.changed_files, "watch")
-        worker = None
-        if with_worker:
-            from reme_agent.cli.worker import echo_err
-            from reme_agent.jobs.followups import start_followup_worker
+        with sigterm_stops():  # SIGTERM stops it like Ctrl-C: the socket is removed
+            first = v.index()
+            if warm:
+                server = start_server(v, c.configs, echo=lambda m: click.echo(m, err=True))
+            queue_overloaded(v, first.changed_files, "watch")
+            worker = None
+            if with_worker:
+                from reme_agent.cli.worker import echo_err
+                from reme_agent.jobs.followups import start_followup_worker
 
-            worker = start_followup_worker(v, echo=echo_err)  # stopped by v.close()
-        click.echo(f"watching {v.root} ({first.files} files indexed"
-                   f"{', follow-up worker on' if worker else ''}); Ctrl-C to stop", err=True)
+                worker = start_followup_worker(v, echo=echo_err)  # stopped by v.close()
+            click.echo(f"watching {v.root} ({first.files} files indexed"
+                       f"{', follow-up worker on' if worker else ''}); Ctrl-C to stop", err=True)
 
-        def on_change(paths: list[str] | None) -> None:
-            report = v.index() if paths is None else v.refresh(paths)
-            if report.changed_files or report.deleted_files:
-                click.echo(json.dumps({"changed": report.changed_files,
-                                       "deleted": report.deleted_files,
-                                       "embedded": report.embedded}, ensure_ascii=False), err=True)
-            queued = queue_overloaded(v, report.changed_files, "watch")
-            if queued:
-                click.echo(json.dumps({"split_queued": [q["path"] for q in queued]},
-                                      ensure_ascii=False), err=True)
-                if worker is not None:
-                    worker.wake()
+            def on_change(paths: list[str] | None) -> None:
+                report = v.index() if paths is None else v.refresh(paths)
+                if report.changed_files or report.deleted_files:
+                    click.echo(json.dumps({"changed": report.changed_files,
+                                           "deleted": report.deleted_files,
+                                           "embedded": report.embedded}, ensure_ascii=False), err=True)
+                queued = queue_overloaded(v, report.changed_files, "watch")
+                if queued:
+                    click.echo(json.dumps({"split_queued": [q["path"] for q in queued]},
+                                          ensure_ascii=False), err=True)
+                    if worker is not None:
+                        worker.wake()
 
-        with VaultWatcher(v.root, on_change, debounce=debounce):
-            deadline = time.monotonic() + seconds if seconds else None
-            try:
-                while deadline is None or time.monotonic() < deadline:
-                    time.sleep(0.2)
-            except KeyboardInterrupt:
-                pass
+            with VaultWatcher(v.root, on_change, debounce=debounce):
+                deadline = time.monotonic() + seconds if seconds else None
+                try:
+                    while deadline is None or time.monotonic() < deadline:
+                        time.sleep(0.2)
+                except KeyboardInterrupt:
+                    pass  # Ctrl-C or SIGTERM: the normal way to stop
     finally:
         if server is not None:
             server.close()

@@ -188,16 +188,16 @@ def _connect(folder: Path) -> socket.socket:
 
 
 def _cache_warm_dir(root: Path) -> Path | None:
-    """For a read-only vault (internal folder in the user cache), its warm folder if any."""
-    from reme_agent.engine.workdir import INTERNAL_DIR, internal_dir
+    """For a read-only vault (internal folder in the user cache), its warm folder if any.
+    Only looks: asking must never create an internal folder (`--vault /` would make
+    `/.reme` before the vault is refused)."""
+    from reme_agent.engine.workdir import INTERNAL_DIR, cache_dir_of
 
     resolved = Path(root).resolve()
     if (resolved / INTERNAL_DIR).is_dir() or not resolved.is_dir():
         return None
-    try:
-        return warm_dir(internal_dir(resolved))
-    except OSError:
-        return None
+    folder = warm_dir(cache_dir_of(resolved))
+    return folder if folder.is_dir() else None
 
 
 def _remove_stale(folder: Path) -> None:

@@ -12,7 +12,7 @@ import time
 
 import click
 
-from reme_agent.cli.context import Ctx, common
+from reme_agent.cli.context import Ctx, common, sigterm_stops
 
 
 def echo_err(text: str) -> None:
@@ -75,17 +75,18 @@ def worker(c: Ctx, once: bool, seconds: float, interval: float, no_llm: bool,
         for kind, why in wiring.waiting.items():
             echo_err(f"not running {kind} items: {why}")
         deadline = time.monotonic() + seconds if seconds else None
-        if not once:
-            echo_err(f"draining {v.root}; Ctrl-C to stop")
         try:
-            while True:
-                total.add(drain(v, wiring, echo=echo_err))
-                left = None if deadline is None else deadline - time.monotonic()
-                if once or (left is not None and left <= 0):
-                    break
-                time.sleep(interval if left is None else min(interval, left))
+            with sigterm_stops():
+                if not once:
+                    echo_err(f"draining {v.root}; Ctrl-C to stop")
+                while True:
+                    total.add(drain(v, wiring, echo=echo_err))
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if once or (left is not None and left <= 0):
+                        break
+                    time.sleep(interval if left is None else min(interval, left))
         except KeyboardInterrupt:
-            pass  # the item in progress went back to the queue
+            pass  # Ctrl-C or SIGTERM: the item in progress went back to the queue
     finally:
         v.close()
     c.emit(total.as_dict(), total.render())

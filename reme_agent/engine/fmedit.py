@@ -6,6 +6,7 @@ of one property must leave every other byte as it was, so nothing here re-render
 each top-level key's lines are found from the YAML parser's event marks, and only the lines
 of a changed key are replaced (rendered by `codec.render_entry`, in flow style when the old
 value was), removed, or added after the last key. The note's own line ending is used.
+Removing the last property removes the block itself (`---` / `---`), as Obsidian does.
 
 The result is read back with the reader (same limits as every read): frontmatter the reader
 would refuse (over 64 KB, a bomb, a duplicate key) is never written, and an edit that would
@@ -156,9 +157,26 @@ def edit_frontmatter(text: str, set_: Mapping[str, Any] | None = None,
         block = "---\n" + "".join(render_entry(k, v) for k, v in changed.items()) + "---\n"
         new_text = lead + restore_eol(block, eol) + text[len(lead):]
     else:
-        new_text = _edit_head(parts.head, eol, changed, gone, path) + parts.body
+        head = _edit_head(parts.head, eol, changed, gone, path)
+        new_text = _without_empty_block(head, parts.body, text) if not expected \
+            else head + parts.body
     _check(new_text, expected, path)
     return new_text
+
+
+def _without_empty_block(head: str, body: str, text: str) -> str:
+    """The note without its frontmatter block once the last property is gone, as Obsidian
+    does when the last property is deleted; the BOM and the body are kept byte for byte.
+
+    The block stays (empty) when a comment is left in it (the person's text), or when the
+    body would then be read as frontmatter itself (it starts with its own `---` block)."""
+    inner = normalize_eol(head).split("\n")[1:]
+    if any(line.strip() and line.strip() != "---" for line in inner):
+        return head + body
+    lead = "\ufeff" if text.startswith("\ufeff") else ""
+    bare = lead + body
+    probe = split_note(bare)
+    return head + body if probe.head or probe.error is not None else bare
 
 
 def _edit_head(head: str, eol: str, changed: Mapping[str, Any], gone: list[str],

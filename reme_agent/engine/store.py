@@ -38,6 +38,7 @@ from reme_agent.engine.cas import MAX_REDOS, redo_on_stamp_change
 from reme_agent.engine.latewrites import LateAppendWatcher, pread_all
 from reme_agent.engine.workdir import INTERNAL_DIR
 from reme_agent.errors import (
+    FolderNotNote,
     NoteExists,
     NoteNotFound,
     NotText,
@@ -196,10 +197,12 @@ class FileStore:
             is_hidden(p) for p in real.relative_to(self.root).parts)
 
     def lookalike(self, rel: str) -> str | None:
-        """An existing path that `rel` (not on disk as written) names on another file
-        system, or None: a folder or file whose name differs only in letter case or in
-        Unicode normalisation (`Café` composed or decomposed). macOS and Windows keep one
-        of the two, Obsidian links both as one, and a sync between machines merges them.
+        """An existing path that `rel` (not on disk as written) looks the same as, or None:
+        a folder or file whose name differs only in letter case, in Unicode normalisation
+        (`Café` composed or decomposed) or in compatibility forms (full-width `ＡＢＣ` and
+        `ABC`, `①` and `1`). For the first two, macOS and Windows keep one of the two,
+        Obsidian links both as one, and a sync between machines merges them; the last
+        a person cannot tell apart in a listing or a link (`fs_fold` tells which).
 
         Only folders along `rel` that are missing as written are listed, so a new note in
         an existing folder costs one listing of that folder.
@@ -233,7 +236,11 @@ class FileStore:
     def read_bytes(self, rel: str) -> bytes:
         data = self.read_if_present(rel)
         if data is None:
-            raise NoteNotFound(self.normalize(rel), self.suggest(rel))
+            norm = self.normalize(rel)
+            if norm and self.resolve(norm).is_dir():
+                note = f"{norm}/{PurePosixPath(norm).name}.md"
+                raise FolderNotNote(norm, note if self.resolve(note).is_file() else None)
+            raise NoteNotFound(norm, self.suggest(rel))
         return data
 
     def read_if_present(self, rel: str) -> bytes | None:
@@ -833,7 +840,13 @@ def hidden_reason(name: str) -> str:
 
 
 def _fold(name: str) -> str:
-    """A name as case- and normalisation-insensitive file systems compare it."""
+    """A name as a person compares it: letter case, Unicode normalisation and compatibility
+    forms (full-width `ＡＢＣ１`, `①`, the `ﬁ` ligature) folded away (NFKC + casefold)."""
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold())
+
+
+def fs_fold(name: str) -> str:
+    """A name as case- and normalisation-insensitive file systems (macOS, Windows) compare it."""
     return unicodedata.normalize("NFC", name).casefold()
 
 

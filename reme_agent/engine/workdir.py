@@ -33,8 +33,7 @@ def internal_dir(root: Path) -> Path:
     local = root / INTERNAL_DIR
     if _writable(local):
         return local
-    cache = cache_root() / hashlib.sha256(str(root).encode("utf-8", "surrogateescape")) \
-        .hexdigest()[:16]
+    cache = cache_dir_of(root)
     fresh = not (cache / "index.sqlite").exists()
     cache.mkdir(parents=True, exist_ok=True)
     if fresh and local.is_dir():
@@ -43,6 +42,12 @@ def internal_dir(root: Path) -> Path:
                             ignore=shutil.ignore_patterns("locks", "*.lock", "*.corrupt-*"))
     log.info("the vault %s is read-only; keeping its index in %s", root, cache)
     return cache
+
+
+def cache_dir_of(root: Path) -> Path:
+    """Where the internal folder of the read-only vault at `root` goes (nothing is made)."""
+    return cache_root() / hashlib.sha256(str(root).encode("utf-8", "surrogateescape")) \
+        .hexdigest()[:16]
 
 
 def cache_root() -> Path:

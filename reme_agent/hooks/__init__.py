@@ -99,6 +99,13 @@ def event_messages(event: HookEvent) -> list[Any]:
     path = Path(event.transcript_path).expanduser()
     if not path.is_absolute() and event.cwd:
         path = Path(event.cwd) / path
+    return read_transcript(path)[0]
+
+
+def read_transcript(path: Path) -> tuple[list[dict[str, Any]], str | None]:
+    """A transcript file's messages (see `event_messages`) and the session id it names, if
+    any: `session_id` / `sessionId` of a `{"messages": [...]}` object, else of the first
+    item or JSONL line that has one (Claude Code writes `sessionId` on every line)."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -126,7 +133,18 @@ def event_messages(event: HookEvent) -> list[Any]:
         # Claude Code lines wrap the message: {"type": "user", "message": {role, content}}
         msg = item.get("message") if isinstance(item, dict) else None
         out.append(msg if isinstance(msg, dict) else item)
-    return [m for m in out if isinstance(m, dict)]
+    holders = [whole] if isinstance(whole, dict) and "messages" in whole else items
+    return [m for m in out if isinstance(m, dict)], _session_of(holders)
+
+
+def _session_of(items: list[Any]) -> str | None:
+    for item in items:
+        if isinstance(item, dict):
+            for key in ("session_id", "sessionId"):
+                value = item.get(key)
+                if isinstance(value, str) and value.strip():
+                    return value.strip()
+    return None
 
 
 def _jsonl_line(path: Path, number: int, line: str) -> Any:

@@ -25,10 +25,11 @@ _SLUG_DROP = re.compile(r"[^\w\s-]", re.UNICODE)
 _SLUG_DASH = re.compile(r"[\s_-]+")
 
 
-def init_layout(root: Path) -> list[str]:
-    """Create the standard top folders; returns those that were new."""
+def init_layout(root: Path, daily: bool = True) -> list[str]:
+    """Create the standard top folders (`daily=False`: not `daily/`, for a vault whose day
+    notes live elsewhere); returns those that were new."""
     made = []
-    for name in TOP_FOLDERS:
+    for name in TOP_FOLDERS if daily else tuple(f for f in TOP_FOLDERS if f != DAILY):
         folder = root / name
         if not folder.exists():
             folder.mkdir(parents=True)

@@ -10,11 +10,15 @@ Daily notes. Obsidian's core Daily notes plugin keeps its settings in
 ``template`` (a note whose text starts each new day note). `detect_daily_layout` decides
 which layout a vault uses:
 
-1. ``.obsidian/daily-notes.json`` exists: its folder and format;
-2. else files ``daily/YYYY-MM-DD.md`` exist (DESIGN §2): folder ``daily``;
-3. else, in a vault Obsidian has opened (``.obsidian/`` exists), ``YYYY-MM-DD.md`` files at
+1. the Periodic Notes community plugin is enabled (``periodic-notes`` in
+   ``.obsidian/community-plugins.json``) with its daily notes on: the folder and format in
+   its ``.obsidian/plugins/periodic-notes/data.json`` (``daily``, or in 1.x the active
+   calendar set's ``day``), as the plugin then makes the day notes;
+2. else ``.obsidian/daily-notes.json`` exists: its folder and format;
+3. else files ``daily/YYYY-MM-DD.md`` exist (DESIGN §2): folder ``daily``;
+4. else, in a vault Obsidian has opened (``.obsidian/`` exists), ``YYYY-MM-DD.md`` files at
    the root (Obsidian's defaults);
-4. else None: reme-agent's own ``daily/<date>/<slug>/<slug>.md`` workspaces.
+5. else None: reme-agent's own ``daily/<date>/<slug>/<slug>.md`` workspaces.
 
 Dates are formatted and parsed with the moment.js tokens a daily-note format uses (English
 names, as moment's default locale); a file is a day note when its path parses *and*
@@ -46,6 +50,8 @@ __all__ = [
 OBSIDIAN_DIR = ".obsidian"
 DAILY_SETTINGS = "daily-notes.json"
 APP_SETTINGS = "app.json"
+PERIODIC_PLUGIN = "periodic-notes"
+PERIODIC_SOURCE = "the Periodic Notes plugin (.obsidian/plugins/periodic-notes/data.json)"
 DEFAULT_FORMAT = "YYYY-MM-DD"
 _MAX_SETTINGS_BYTES = 256 * 1024
 _ISO_NAME = re.compile(r"^\d{4}-\d{2}-\d{2}\.md$")
@@ -76,7 +82,14 @@ class DailyNotesLayout:
 
 # -- reading Obsidian's settings ---------------------------------------------------------
 def _read_json(path: Path) -> dict[str, Any] | None:
-    """A small JSON settings file, or None (missing, not a regular file, too big, invalid).
+    """A small JSON settings object, or None (missing, not a regular file, too big, invalid)."""
+    data = _read_json_value(path)
+    return data if isinstance(data, dict) else None
+
+
+def _read_json_value(path: Path) -> Any:
+    """A small JSON settings file's value, or None (missing, not a regular file, too big,
+    invalid).
 
     Opened non-blocking and checked with fstat, so a FIFO planted as a settings file never
     blocks a tool."""
@@ -92,7 +105,7 @@ def _read_json(path: Path) -> dict[str, Any] | None:
             data = json.loads(fh.read(_MAX_SETTINGS_BYTES + 1).decode("utf-8"))
         except (ValueError, UnicodeDecodeError):
             return None
-    return data if isinstance(data, dict) else None
+    return data
 
 
 def _clean_folder(raw: Any) -> str:
@@ -103,13 +116,39 @@ def _clean_folder(raw: Any) -> str:
     return "/".join(parts)
 
 
+def _layout(settings: dict[str, Any], source: str) -> DailyNotesLayout:
+    fmt = str(settings.get("format") or "").strip() or DEFAULT_FORMAT
+    template = str(settings.get("template") or settings.get("templatePath") or "").strip() \
+        or None
+    return DailyNotesLayout(_clean_folder(settings.get("folder")), fmt, template, source)
+
+
+def _periodic_daily(root: Path) -> dict[str, Any] | None:
+    """Periodic Notes' daily settings when the plugin is enabled with daily notes on."""
+    enabled = _read_json_value(root / OBSIDIAN_DIR / "community-plugins.json")
+    if not isinstance(enabled, list) or PERIODIC_PLUGIN not in enabled:
+        return None
+    data = _read_json(root / OBSIDIAN_DIR / "plugins" / PERIODIC_PLUGIN / "data.json") or {}
+    daily = data.get("daily")
+    sets = data.get("calendarSets")
+    if isinstance(sets, list):  # 1.x: calendar sets, one of them active
+        live = [c for c in sets if isinstance(c, dict)]
+        active = next((c for c in live if c.get("id") == data.get("activeCalendarSet")),
+                      live[0] if live else {})
+        daily = active.get("day")
+    if isinstance(daily, dict) and daily.get("enabled") is True:
+        return daily
+    return None
+
+
 def detect_daily_layout(root: Path) -> DailyNotesLayout | None:
     """The Obsidian daily-note layout of the vault at `root`, or None (see the module doc)."""
+    periodic = _periodic_daily(root)
+    if periodic is not None:
+        return _layout(periodic, PERIODIC_SOURCE)
     settings = _read_json(root / OBSIDIAN_DIR / DAILY_SETTINGS)
     if settings is not None:
-        fmt = str(settings.get("format") or "").strip() or DEFAULT_FORMAT
-        template = str(settings.get("template") or "").strip() or None
-        return DailyNotesLayout(_clean_folder(settings.get("folder")), fmt, template)
+        return _layout(settings, DAILY_SETTINGS)
     daily = root / "daily"
     if daily.is_dir() and any(_ISO_NAME.match(p.name) and p.is_file() for p in daily.iterdir()):
         return DailyNotesLayout("daily", source="daily/YYYY-MM-DD.md files")

@@ -19,6 +19,7 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Literal
 
+from reme_agent.engine.store import fs_fold
 from reme_agent.errors import InvalidArgument
 from reme_agent.schema.layout import AUDIT, META, RESOURCE
 
@@ -117,8 +118,10 @@ def check_new_name(vault: Vault, path: str, op: Op, *, renaming: str | None = No
 
     On top of `check_link_safe_name` (for notes): no invisible or direction-changing
     characters, and no name that differs from an existing file or folder only in letter
-    case or Unicode normalisation (`renaming`: the file being renamed may be its own twin
-    in its own folder, as in a case-only rename of the file name).
+    case, Unicode normalisation or compatibility forms (full-width `ＡＢＣ` for `ABC`; a name
+    is never refused for holding full-width characters, only for matching another one).
+    `renaming`: the file being renamed may be its own twin in its own folder, as in a
+    case-only rename of the file name.
     """
     bad = next((c for c in path if c in INVISIBLE), None)
     if bad is not None:
@@ -136,9 +139,15 @@ def check_new_name(vault: Vault, path: str, op: Op, *, renaming: str | None = No
     own = twin == renaming and twin is not None and \
         PurePosixPath(twin).parent == PurePosixPath(path).parent  # a case-only rename
     if twin is not None and not own:
+        mine = "/".join(vault.store.normalize(path).split("/")[:twin.count("/") + 1])
+        if fs_fold(twin) == fs_fold(mine):
+            why = ("only letter case or Unicode normalisation differ); macOS, Windows and "
+                   "Obsidian's links take them for one file.")
+        else:
+            why = ("only full-width or other compatibility forms of the same letters, digits "
+                   "or signs differ); a person cannot tell them apart in a list or a link.")
         raise InvalidArgument(f"Refused {op} to {path!r}: it looks the same as the existing "
-                              f"{twin!r} (only letter case or Unicode normalisation differ); "
-                              "macOS, Windows and Obsidian's links take them for one file.",
+                              f"{twin!r} ({why}",
                               f"Use {twin!r} itself, or a name that differs visibly.")
 
 

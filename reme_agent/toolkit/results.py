@@ -14,7 +14,7 @@ import functools
 import inspect
 import json
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
@@ -77,11 +77,33 @@ def _check(name: str, adapter: TypeAdapter[Any], value: Any) -> Any:
     try:
         return adapter.validate_python(value)
     except ValidationError as exc:
-        shown = repr(value)
-        shown = shown if len(shown) <= 80 else shown[:77] + "..."
-        raise InvalidArgument(f"Argument {name!r} has a wrong value {shown}: "
-                              f"{exc.errors()[0]['msg']}.",
+        raise InvalidArgument(wrong_value(name, value, exc.errors()[0]["msg"]),
                               f"Expected {describe(adapter.json_schema())}.") from None
+
+
+def wrong_value(name: str, value: Any, why: str) -> str:
+    """One line naming the argument, its value (cut at 80 characters) and what is wrong."""
+    shown = repr(value)
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    return f"Argument {name!r} has a wrong value {shown}: {why}."
+
+
+def arguments_error(errors: Sequence[Mapping[str, Any]],
+                    schemas: Mapping[str, Mapping[str, Any]]) -> str:
+    """pydantic's errors for a call's arguments as one line: each argument named once, with
+    its value and what it should be (`schemas`: each parameter's JSON schema)."""
+    parts: dict[str, str] = {}
+    for err in errors:
+        loc = [str(p) for p in err.get("loc", ())]
+        name = loc[0] if loc else "arguments"
+        if name in parts:
+            continue
+        expected = f" Expected {describe(schemas[name])}." if name in schemas else ""
+        if err.get("type") == "missing" and len(loc) == 1:
+            parts[name] = f"Argument {name!r} is missing.{expected}"
+        else:
+            parts[name] = wrong_value(name, err.get("input"), str(err.get("msg"))) + expected
+    return " ".join(parts.values()) or "Bad arguments."
 
 
 def _check_unicode(name: str, value: Any) -> None:
@@ -111,6 +133,8 @@ def describe(schema: Mapping[str, Any]) -> str:
     if "anyOf" in schema:
         return " or ".join(describe(s) for s in schema["anyOf"])
     kind = schema.get("type", "any value")
+    if isinstance(kind, list):  # {"type": ["array", "null"]}
+        return " or ".join(describe({**schema, "type": k}) for k in kind)
     if kind == "array":
         return f"a list of {describe(schema.get('items', {}))}"
     if kind == "object":
