@@ -217,6 +217,19 @@ class _ObsidianDumper(yaml.SafeDumper):
         super().increase_indent(flow, False)
 
 
+def _string(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    """A string holding NEL (U+0085) is written double-quoted, where it is escaped (``\\N``):
+    PyYAML writes it raw in a single-quoted scalar and reads it back as a line break folded
+    to a space, so the value changed on every write (the only character that does, of all
+    code points up to U+30FF checked one by one)."""
+    if "\x85" in value:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"')
+    return dumper.represent_str(value)
+
+
+_ObsidianDumper.add_representer(str, _string)
+
+
 def _dump(data: Any, *, flow: bool) -> str:
     return yaml.dump(data, Dumper=_ObsidianDumper, allow_unicode=True, sort_keys=False,
                      default_flow_style=flow, width=1_000_000)

@@ -349,6 +349,17 @@ def test_dump_then_parse_round_trips_any_printable_frontmatter(fm, body):
         assert note.body == body.replace("\r\n", "\n")
 
 
+def test_a_value_holding_nel_survives_a_write() -> None:
+    """U+0085 (NEL) was written raw in a single-quoted scalar and read back as a space."""
+    from reme_agent.engine.codec import render_entry
+
+    for fm in ({"a": "x\x85y"}, {"0": ["\x85"]}, {"a": {"b": "\x85 z"}}):
+        assert parse_note("p.md", dump_note(fm, "body\n")).frontmatter == fm
+    for flow in (False, True):
+        line = render_entry("k", ["a\x85b"], flow=flow)
+        assert parse_note("p.md", f"---\n{line}---\n").frontmatter == {"k": ["a\x85b"]}
+
+
 # -- split_note: the one raw split (head + body == text) -----------------------------------
 def test_split_note_keeps_every_byte_of_crlf_and_reports_malformed_yaml() -> None:
     crlf = "---\r\ntitle: T\r\n---\r\nBody [[x]]\r\n"
