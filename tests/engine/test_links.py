@@ -522,7 +522,7 @@ def test_refs_never_raise_and_a_rewrite_changes_only_their_paths(text):
                           if x.kind == MARKDOWN and x.start in chosen else None, refs=True)
     after = [x for x in extract_links(new, refs=True) if x.kind == MARKDOWN]
     before = [x for x in refs if x.kind == MARKDOWN]
-    assert len(after) == len(before)
-    assert [(a.anchor, a.target if b.start in chosen else None) for a, b in zip(after, before)] \
+    pairs = list(zip(after, before, strict=True))
+    assert [(a.anchor, a.target if b.start in chosen else None) for a, b in pairs] \
         == [(b.anchor, "新 dir/N (1).md" if b.start in chosen else None) for b in before]
     assert [x.target for x in extract_links(new)] == [x.target for x in extract_links(text)]
