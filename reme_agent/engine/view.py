@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from reme_agent.engine.codec import HANDLER
 from reme_agent.engine.links import LINK, Link, LinkResolver, extract_links
 from reme_agent.engine.names import LinkNames, link_names, note_title, resolver_over
-from reme_agent.engine.parser import split_note
+from reme_agent.engine.parser import normalize_eol, split_note
 from reme_agent.engine.store import decode_text, stamp_of
 from reme_agent.errors import NoteNotFound, NotText, PathEscape
 
@@ -108,14 +109,17 @@ def _refs_of(store: FileStore, meta: NoteMeta | None) -> list[Link]:
     if meta is None or meta.stamp is None:   # unreadable, or over the size limit: not read
         return []
     try:
-        data = store.read_bytes(meta.path)
-        if b"![[" not in data and b"](" not in data:   # most notes: no reference to parse
+        data = store.read_listed(meta.path)   # a path the view's listing holds
+        if data is None or (b"![[" not in data and b"](" not in data):   # most notes
             return []
-        text = decode_text(data, meta.path)
+        text = normalize_eol(decode_text(data, meta.path).removeprefix("\ufeff"))
     except (OSError, NotText, NoteNotFound, PathEscape):
         return []
-    parts = split_note(text, meta.path)
-    return [x for x in extract_links(parts.body, parts.body_start, refs=True) if x.kind != LINK]
+    # The body as `split_note` cuts it, without loading the YAML again: a note whose
+    # frontmatter was refused (`meta.error`) is all body, as the indexer reads it.
+    found = None if meta.error else HANDLER.locate(text)
+    body = text[found[2]:] if found is not None else text
+    return [x for x in extract_links(body, refs=True) if x.kind != LINK]
 
 
 def _stat(store: FileStore, path: str) -> tuple[int, int] | None:
