@@ -526,3 +526,54 @@ def test_refs_never_raise_and_a_rewrite_changes_only_their_paths(text):
     assert [(a.anchor, a.target if b.start in chosen else None) for a, b in pairs] \
         == [(b.anchor, "新 dir/N (1).md" if b.start in chosen else None) for b in before]
     assert [x.target for x in extract_links(new)] == [x.target for x in extract_links(text)]
+
+
+def test_a_rename_keeps_every_reference_on_its_file_randomised():
+    """Conservation for every form (no edge is lost, and no embed or Markdown link either):
+    after `rewrite_links`, each reference that named a file names that file's new path, from
+    the note's new place; every other one is byte for byte as it was."""
+    import posixpath
+    import random
+
+    from reme_agent.engine.retarget import rewrite_links
+
+    names = ["a", "Old note", "笔记", "x (1)", "50% done", "img.png", "doc.pdf", "b c.png"]
+    folders = ["", "k", "k/sub", "notes", "新 夹"]
+    for seed in range(300):
+        rng = random.Random(seed)
+        files = sorted({posixpath.join(rng.choice(folders), n if "." in n else n + ".md")
+                        for n in rng.sample(names, 5)} | {"notes/src.md"})
+        src = rng.choice([f for f in files if f != "notes/src.md"] + ["notes/src.md"])
+        dst = posixpath.join(rng.choice(folders + ["moved/deep"]),
+                             rng.choice(["New name", "新 名", "n2"]) + posixpath.splitext(src)[1])
+        if dst in files:
+            continue
+        source = "notes/src.md"
+        new_source = dst if src == source else source
+        before = LinkResolver(files)
+        after = LinkResolver(sorted(dst if f == src else f for f in files))
+        refs = []
+        for f in rng.sample(files, min(4, len(files))):
+            stem = f[:-3] if f.endswith(".md") else f
+            rel = posixpath.relpath(f, "notes")
+            def enc(p: str) -> str:
+                return (p.replace("%", "%25").replace(" ", "%20").replace("(", "%28")
+                        .replace(")", "%29"))
+
+            refs += rng.sample([
+                f"[[{posixpath.basename(stem)}]]", f"![[{stem}#h|s]]", f"[[{stem}|t]]",
+                f"[t]({enc(f)})", f"[t]({enc(rel)}#x)", f"![a](<{rel}>)",
+                f"[t]({enc(posixpath.basename(f))} \"T\")", f"[t](./{enc(rel)})"
+                if not rel.startswith("..") else f"[t]({enc(rel)})"], 3)
+        body = "\n\n".join(refs) + "\n\n[w](https://x.io/a.md) `[c](a.md)`\n"
+        new_body, _ = rewrite_links(body, source, new_source, before, after, {src: dst},
+                                    alias_bare=False)
+        old_refs = extract_links(body, refs=True)
+        new_refs = extract_links(new_body, refs=True)
+        assert [r.kind for r in new_refs] == [r.kind for r in old_refs], (seed, new_body)
+        for old, new in zip(old_refs, new_refs, strict=True):
+            md = old.kind == MARKDOWN
+            was = before.resolve(old.target, source, markdown=md)
+            now = after.resolve(new.target, new_source, markdown=md)
+            assert now == (dst if was == src else was), (seed, body, new_body, old, new)
+            assert (new.alias, new.anchor) == (old.alias, old.anchor)
