@@ -685,16 +685,31 @@ def rewrite_targets(text: str, mapping: Callable[[Link], str | NewTarget | None]
     return "".join(pieces)
 
 
-# Characters a bare Markdown destination cannot hold as themselves; Obsidian writes a space
-# as %20. A literal '%' or '#' in a name must be escaped too, or it would decode differently.
-_MD_ESCAPE = frozenset(" %#()<>\t\n\r\\[]^|")
+# Characters a bare Markdown destination cannot hold as themselves. Obsidian writes only a
+# space as %20 (`Sub/We!rd%20(name)%20[x].md`); a literal '%' or '#' must be escaped too, or
+# the name would decode (or split at its fragment) differently. Parentheses stay as written
+# while they pair up (CommonMark allows balanced ones).
+_MD_ESCAPE = frozenset(" %#<>\t\n\r\\")
 _NON_ASCII_ESCAPE_RE = re.compile(r"%[89A-Fa-f][0-9A-Fa-f]")
+
+
+def _balanced(path: str) -> bool:
+    depth = 0
+    for ch in path:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth < 0:
+                return False
+    return depth == 0
 
 
 def markdown_destination(old: str, path: str) -> str:
     """The destination text naming `path`, written as `old` was: inside ``<...>`` as plain
-    text, else percent-encoded (a space as ``%20``; non-ASCII letters only when `old`
-    encoded them); `old`'s ``#fragment`` is kept as written."""
+    text, else percent-encoded as Obsidian writes it (a space as ``%20``, plus ``%``, ``#``,
+    ``<>``, unpaired parentheses; non-ASCII letters only when `old` encoded them); `old`'s
+    ``#fragment`` is kept as written."""
     angle = old.startswith("<") and old.endswith(">")
     inner = old[1:-1] if angle else old
     _, hashmark, fragment = inner.partition("#")
@@ -702,9 +717,11 @@ def markdown_destination(old: str, path: str) -> str:
         encoded = path.replace("<", "%3C").replace(">", "%3E")
     else:
         ascii_only = bool(_NON_ASCII_ESCAPE_RE.search(inner.partition("#")[0]))
+        parens = not _balanced(path)
         encoded = "".join(
             quote(ch, safe="") if ch in _MD_ESCAPE or ord(ch) < 0x20
-            or (ascii_only and ord(ch) > 0x7E) else ch for ch in path)
+            or (parens and ch in "()") or (ascii_only and ord(ch) > 0x7E) else ch
+            for ch in path)
     out = encoded + hashmark + fragment
     return f"<{out}>" if angle else out
 

@@ -489,7 +489,8 @@ def test_markdown_destination_is_encoded_as_the_old_one_was():
     assert markdown_destination("<old name.md#h>", "new (1).md") == "<new (1).md#h>"
     assert markdown_destination("笔记.md", "新 笔记.md") == "新%20笔记.md"
     assert markdown_destination("%E7%AC%94.md", "新.md") == "%E6%96%B0.md"
-    assert markdown_destination("x.md", "50% (draft)#1.md") == "50%25%20%28draft%29%231.md"
+    assert markdown_destination("x.md", "50% (draft)#1.md") == "50%25%20(draft)%231.md"
+    assert markdown_destination("x.md", "a) [b].md") == "a%29%20[b].md"   # unpaired: escaped
 
 
 def test_markdown_links_resolve_from_the_vault_root_then_the_notes_folder():
