@@ -64,7 +64,9 @@ MD = {
         "- relative: [d](../projects/Old%20Name.md \"title\")\n"
         "- web: [e](https://example.com/Old%20Name.md) [m](mailto:old@example.com)\n"
         "- code: `[f](Old%20Name.md)`\n"
-        "- same note: [g](#Heading)\n"),
+        "- same note: [g](#Heading)\n"
+        "```\n[h](Old%20Name.md) ![[Old Name]]\n```\n"),
+    "other/crlf.md": "![[Old Name#Heading]]\r\n[i](Old%20Name.md)\r\n",
     "other/ref.md": "Back to [f](../projects/Old%20Name.md) and [[hub]].\n",
     "projects/index.md": "Spec: [s](sub/Spec.md)\n",
     "projects/sub/Spec.md": "# Spec\n",
@@ -84,7 +86,10 @@ def test_a_move_rewrites_markdown_links_keeping_encoding_relative_paths_and_frag
         "- relative: [d](../archive/2026/New%20Name.md \"title\")\n"
         "- web: [e](https://example.com/Old%20Name.md) [m](mailto:old@example.com)\n"
         "- code: `[f](Old%20Name.md)`\n"
-        "- same note: [g](#Heading)\n")
+        "- same note: [g](#Heading)\n"
+        "```\n[h](Old%20Name.md) ![[Old Name]]\n```\n")
+    assert (vault.root / "other/crlf.md").read_bytes() == (
+        b"![[New Name#Heading]]\r\n[i](New%20Name.md)\r\n")
     assert text(vault, "other/ref.md") == (
         "Back to [f](../archive/2026/New%20Name.md) and [[hub]].\n")
     # the moved note's own relative link follows it
