@@ -249,7 +249,10 @@ class FileStore:
     def read_listed(self, rel: str) -> bytes | None:
         """`read_if_present` for a path `list` or `scan` just returned, without resolving it
         again: the listing already left out every name and symlink `resolve` refuses, and a
-        vault-wide read (a move looking for embeds) paid a realpath per file for nothing."""
+        vault-wide read (a move looking for embeds) paid a realpath per file for nothing.
+        A path no listing gives (absolute, ``..``) is resolved as `read_if_present` does."""
+        if rel.startswith("/") or ".." in rel.split("/"):
+            return self.read_if_present(rel)
         return self._read_at(self.root / rel, rel)
 
     def _read_at(self, path: Path, rel: str) -> bytes | None:

@@ -58,3 +58,16 @@ def test_an_index_whose_comments_held_links_is_brought_up_to_date_once(
     with open_vault(root, HASH) as cold:   # a new process opens from the snapshot
         cold.ready()
         assert sorted(cold.graph.outbound("hub.md")) == [("a.md", None), ("b.md", None)]
+
+
+def test_read_listed_reads_a_listed_note_and_resolves_anything_else(tmp_path: Path) -> None:
+    from reme_agent.errors import PathEscape
+
+    root = tmp_path / "v"
+    write(root, "a.md", "# A\n")
+    (tmp_path / "outside.md").write_text("secret\n", encoding="utf-8")
+    with open_vault(root, HASH, create=True) as v:
+        assert v.store.read_listed("a.md") == b"# A\n"
+        assert v.store.read_listed("gone.md") is None
+        with pytest.raises(PathEscape):
+            v.store.read_listed("../outside.md")
