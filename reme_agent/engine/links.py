@@ -413,8 +413,11 @@ def _links_in_chunk(chunk: str, base: int, first_line: int, out: list[Link],
         md = _markdown_in_chunk(chunk, spans, comments, wiki)
         if md:
             found = out[first:]
+            at = line = 0   # md is sorted: count line breaks once, left to right
             for s, e, target, anchor in md:
-                found.append(Link(target, None, None, first_line + chunk.count("\n", 0, s),
+                line += chunk.count("\n", at, s)
+                at = s
+                found.append(Link(target, None, None, first_line + line,
                                   base + s, base + e, anchor, MARKDOWN))
             found.sort(key=_link_start)
             out[first:] = found
