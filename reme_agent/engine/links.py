@@ -351,7 +351,7 @@ def _comment_spans(chunk: str, code: list[tuple[int, int]]) -> list[tuple[int, i
         if code and _inside(code, pos, pos + 4):
             pos = chunk.find("<!--", pos + 1)
             continue
-        end = chunk.find("-->", pos + 4)
+        end = chunk.find("-->", pos + 2)   # `<!-->` and `<!--->` are whole comments
         if end < 0:
             break
         spans.append((pos, end + 3))
@@ -527,7 +527,7 @@ def _comment_lines(lines: Sequence[str], kinds: bytearray) -> bytearray | None:
             if m is not None:
                 if skip is None:
                     skip = bytearray(n)
-                j, at = i, m.end()
+                j, at = i, m.end() - 2   # `<!-->` closes itself
                 while j < n and lines[j].find("-->", at) < 0:
                     skip[j] = 1
                     j += 1

@@ -463,6 +463,7 @@ def test_links_in_html_comments_are_no_links_inline_or_as_a_block():
     assert targets(text) == ["one", "three", "four", "five", "nine", "eleven"]
     # a line starting <!-- opens a block to the line holding -->, blank lines and all
     assert targets("<!-- no close here [[a]]\n\n[[b]]\n-->\n[[c]]\n") == ["c"]
+    assert targets("x <!--> [[a]] <!---> [[b]] -->\n\n<!-->\n[[c]]\n") == ["a", "b", "c"]
 
 
 def test_links_in_percent_comments_are_links_as_obsidian_lists_them():
