@@ -62,11 +62,11 @@ COLLECTION_KEY = "vector_collection"
 GENERATION_KEY = "vector_generation"
 """State meta: the number of the last full rebuild (its collection is `<base>-g<N>`)."""
 DOCUMENTS_KEY = "block_documents"
-DOCUMENTS_VERSION = "2"
-"""State meta: how `block_document` builds what is embedded and BM25-indexed ("2": the first
-block carries the description). A whole-vault run over an index built another way re-reads
-every file once; block ids follow the document, so only blocks whose document changed are
-embedded again."""
+DOCUMENTS_VERSION = "3"
+"""State meta: how a note is read into what is indexed ("2": the first block carries the
+description; "3": a link inside an HTML comment is no link, `engine.links`). A whole-vault
+run over an index built another way re-reads every file once; block ids follow the
+document, so only blocks whose document changed are embedded again."""
 
 
 @dataclass

@@ -14,6 +14,18 @@ Forms (DESIGN §4), parsed from a note's body:
 - ``![[embed.png]]`` is an embed, not an edge; links in code spans, fenced code blocks and
   indented code blocks are not edges; ``[[]]`` and same-note ``[[#heading]]`` are ignored.
 
+References that are not edges (``extract_links(..., refs=True)``): embeds ``![[x]]`` and
+Markdown links and images ``[text](folder/x%20y.md#h)``, ``![alt](<x y.png>)`` to a vault
+path (a URL with a scheme, ``//host`` or a bare ``#fragment`` is not one). A `move` or merge
+keeps them pointing at their file, as Obsidian does when it renames (its metadata cache lists
+embeds and Markdown links, and a rename rewrites what the cache lists); the graph does not
+hold them (DESIGN §4 names only the wikilink forms as edges).
+
+Comments, as Obsidian's metadata cache reads them: a link inside an HTML comment
+(``<!-- [[x]] -->``, inline or a whole ``<!--`` block, which per CommonMark ends with the
+line holding ``-->``) is no link, no reference and never rewritten; a link inside
+``%% ... %%`` is an ordinary link (Obsidian lists it, and renames it).
+
 Decisions where DESIGN is silent:
 
 - Markdown structure is read line by line with a small CommonMark approximation (fences,
@@ -41,10 +53,14 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
+from urllib.parse import quote, unquote
 
 __all__ = [
+    "EMBED",
     "FENCE",
     "INDENTED",
+    "LINK",
+    "MARKDOWN",
     "PREDICATE_RE",
     "Edge",
     "Link",
@@ -53,6 +69,7 @@ __all__ = [
     "edges_of",
     "extract_links",
     "line_kinds",
+    "markdown_destination",
     "missing_edges",
     "name_key",
     "rewrite_targets",
@@ -66,9 +83,18 @@ Edge = tuple[str, str | None]
 """``(target, predicate)``: the identity of an edge inside one source note (DESIGN §4)."""
 
 
+LINK, EMBED, MARKDOWN = "link", "embed", "markdown"
+"""`Link.kind`: a wikilink (an edge), an embed ``![[x]]``, a Markdown link or image."""
+
+
 @dataclass(frozen=True)
 class Link:
-    """One ``[[...]]`` occurrence; offsets and lines refer to the text that was parsed."""
+    """One ``[[...]]`` occurrence; offsets and lines refer to the text that was parsed.
+
+    For a MARKDOWN reference, `target` is the decoded path (``x y.md`` for ``x%20y.md``),
+    `anchor` the fragment as written and `start`/`end` span the destination as written
+    (``<...>`` included): the only bytes a rewrite changes.
+    """
 
     target: str
     alias: str | None
@@ -77,6 +103,7 @@ class Link:
     start: int
     end: int
     anchor: str | None = None
+    kind: str = LINK
 
 
 # -- block structure -------------------------------------------------------------------------
@@ -307,9 +334,37 @@ def _predicate(fields: list[tuple[int, int, str]], line_pred: str | None, s: int
     return line_pred
 
 
-def _links_in_chunk(chunk: str, base: int, first_line: int, out: list[Link]) -> None:
-    """Links of one paragraph-like chunk; links come in order, so line and span cursors only advance."""
+def _inside(spans: list[tuple[int, int]], s: int, e: int) -> bool:
+    """Whether [s, e) overlaps one of `spans` (sorted, disjoint)."""
+    k = bisect_left(spans, (s + 1,)) - 1   # the last span starting at or before s
+    if k >= 0 and spans[k][1] > s:
+        return True
+    return k + 1 < len(spans) and spans[k + 1][0] < e
+
+
+def _comment_spans(chunk: str, code: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Inline HTML comments ``<!-- ... -->`` of one paragraph, outside code spans (an
+    unclosed ``<!--`` is literal text, as in CommonMark)."""
+    spans: list[tuple[int, int]] = []
+    pos = chunk.find("<!--")
+    while pos >= 0:
+        if code and _inside(code, pos, pos + 4):
+            pos = chunk.find("<!--", pos + 1)
+            continue
+        end = chunk.find("-->", pos + 2)   # `<!-->` and `<!--->` are whole comments
+        if end < 0:
+            break
+        spans.append((pos, end + 3))
+        pos = chunk.find("<!--", end + 3)
+    return spans
+
+
+def _links_in_chunk(chunk: str, base: int, first_line: int, out: list[Link],
+                    refs: bool = False) -> None:
+    """Links of one paragraph-like chunk; links come in order, so line and span cursors only
+    advance. With `refs`, embeds come as EMBED links and Markdown links are added (in order)."""
     spans = _code_spans(chunk) if "`" in chunk else []
+    comments = _comment_spans(chunk, spans) if "<!--" in chunk else []
     n_spans = len(spans)
     sp = 0  # first code span that may still hold or follow the current link
     li = 0  # chunk line of the current link
@@ -318,15 +373,19 @@ def _links_in_chunk(chunk: str, base: int, first_line: int, out: list[Link]) -> 
     line_pred: str | None = None
     fields: list[tuple[int, int, str]] = []
     line_read = False
+    first = len(out)
     for m in _LINK_RE.finditer(chunk):
         s, e = m.span()
-        if s and chunk[s - 1] == "!":
-            continue  # embed
+        embed = bool(s and chunk[s - 1] == "!")
+        if embed and not refs:
+            continue
         if n_spans:
             while sp < n_spans and spans[sp][1] <= s:
                 sp += 1
             if sp < n_spans and spans[sp][0] < e:
                 continue  # inside (or crossing) a code span
+        if comments and _inside(comments, s, e):
+            continue  # inside an HTML comment: Obsidian lists no link there
         inner = m.group(1)
         parsed = _parse_inner(inner)
         if parsed is None:
@@ -336,6 +395,11 @@ def _links_in_chunk(chunk: str, base: int, first_line: int, out: list[Link]) -> 
             ls = le + 1
             le = chunk.find("\n", ls)
             line_read = False
+        t0, t1, anchor, alias = parsed
+        if embed:
+            out.append(Link(inner[t0:t1], alias, None, first_line + li, base + s, base + e,
+                            anchor, EMBED))
+            continue
         if not line_read:
             line = chunk[ls:le] if le >= 0 else chunk[ls:]
             lp = _LINE_PRED_RE.match(line)
@@ -343,37 +407,175 @@ def _links_in_chunk(chunk: str, base: int, first_line: int, out: list[Link]) -> 
             fields = _inline_fields(line) if "::" in line else []
             line_read = True
         pred = _predicate(fields, line_pred, s - ls, e - ls) if fields else line_pred
-        t0, t1, anchor, alias = parsed
         out.append(Link(inner[t0:t1], alias, pred, first_line + li, base + s, base + e, anchor))
+    if refs and "](" in chunk:
+        wiki = [(x.start - base, x.end - base) for x in out[first:]]
+        md = _markdown_in_chunk(chunk, spans, comments, wiki)
+        if md:
+            found = out[first:]
+            at = line = 0   # md is sorted: count line breaks once, left to right
+            for s, e, target, anchor in md:
+                line += chunk.count("\n", at, s)
+                at = s
+                found.append(Link(target, None, None, first_line + line,
+                                  base + s, base + e, anchor, MARKDOWN))
+            found.sort(key=_link_start)
+            out[first:] = found
 
 
-def extract_links(text: str, line_offset: int = 1, *, kinds: bytearray | None = None) -> list[Link]:
-    """All links of a Markdown body, in order. Never raises; code and embeds are skipped.
+def _link_start(link: Link) -> int:
+    return link.start
+
+
+# `[text](` or `![alt](`: the text may hold one level of brackets (an image inside a link).
+_MD_OPEN_RE = re.compile(r"!?\[(?:[^\[\]\\]|\\.|\[[^\[\]\\]*\])*\]\(")
+_SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
+
+
+def _markdown_in_chunk(chunk: str, code: list[tuple[int, int]],
+                       comments: list[tuple[int, int]],
+                       wiki: list[tuple[int, int]]) -> list[tuple[int, int, str, str | None]]:
+    """Markdown links and images to a vault path in one paragraph, as (destination start,
+    destination end, decoded path, fragment). Every ``[`` is tried, so the image inside
+    ``[![alt](a.png)](b.md)`` is found as well as the link around it."""
+    found: dict[int, tuple[int, int, str, str | None]] = {}
+    m = _MD_OPEN_RE.search(chunk)
+    while m is not None:
+        s = m.start()
+        dest = _destination(chunk, m.end())
+        if dest is not None:
+            d0, d1, _ = dest
+            # Its `[` and its destination must be plain text; the text may hold code.
+            if (d0 not in found
+                    and not (code and (_inside(code, s, s + 1) or _inside(code, d0, d1)))
+                    and not (comments and (_inside(comments, s, s + 1)
+                                           or _inside(comments, d0, d1)))
+                    and not (wiki and _inside(wiki, d0, d1))):
+                parsed = _internal_path(chunk[d0:d1])
+                if parsed is not None:
+                    found[d0] = (d0, d1, *parsed)
+        m = _MD_OPEN_RE.search(chunk, s + 1)
+    return sorted(found.values())
+
+
+def _destination(chunk: str, pos: int) -> tuple[int, int, int] | None:
+    """(start, end, end of the whole link) of the destination after ``](`` at `pos`, or None
+    when no ``)`` closes the link (then it is text, as in CommonMark)."""
+    n = len(chunk)
+    while pos < n and chunk[pos] in " \t":
+        pos += 1
+    start = pos
+    if pos < n and chunk[pos] == "<":
+        end = pos + 1
+        while end < n and chunk[end] not in "<>\n":
+            end += 1 if chunk[end] != "\\" else 2
+        if end >= n or chunk[end] != ">":
+            return None
+        end += 1
+    else:
+        depth = 0
+        end = pos
+        while end < n:
+            ch = chunk[end]
+            if ch <= " ":
+                break
+            if ch == "\\":
+                end += 2
+                continue
+            if ch == "(":
+                depth += 1
+            elif ch == ")":
+                if not depth:
+                    break
+                depth -= 1
+            end += 1
+        end = min(end, n)
+    tail = end
+    while tail < n and chunk[tail] in " \t\n":
+        tail += 1
+    if tail < n and chunk[tail] in "\"'(" and tail > end:
+        closer = ")" if chunk[tail] == "(" else chunk[tail]
+        tail = chunk.find(closer, tail + 1)
+        if tail < 0:
+            return None
+        tail += 1
+        while tail < n and chunk[tail] in " \t\n":
+            tail += 1
+    if tail >= n or chunk[tail] != ")" or end == start:
+        return None
+    return start, end, tail + 1
+
+
+def _internal_path(raw: str) -> tuple[str, str | None] | None:
+    """(decoded vault path, fragment) of a destination naming a vault file; None for a URL
+    (``http:``, ``mailto:``, ``obsidian:``, ``//host``), a same-note ``#fragment`` or nothing."""
+    inner = raw[1:-1] if raw.startswith("<") else raw
+    path, hashmark, fragment = inner.partition("#")   # before decoding: %23 is a name's '#'
+    if not path.strip() or path.startswith("//") or _SCHEME_RE.match(path):
+        return None
+    return unquote(path), (fragment if hashmark else None)
+
+
+def _comment_lines(lines: Sequence[str], kinds: bytearray) -> bytearray | None:
+    """Lines inside an HTML comment block (a line starting ``<!--``, through the line that
+    holds ``-->``: CommonMark's HTML block kind 2, which ends with that whole line), or None."""
+    skip: bytearray | None = None
+    i, n = 0, len(lines)
+    while i < n:
+        if kinds[i] in (START, TEXT) and "<!--" in lines[i]:
+            m = _COMMENT_OPEN_RE.match(lines[i])
+            if m is not None:
+                if skip is None:
+                    skip = bytearray(n)
+                j, at = i, m.end() - 2   # `<!-->` closes itself
+                while j < n and lines[j].find("-->", at) < 0:
+                    skip[j] = 1
+                    j += 1
+                    at = 0
+                if j < n:
+                    skip[j] = 1
+                i = j + 1
+                continue
+        i += 1
+    return skip
+
+
+_COMMENT_OPEN_RE = re.compile(
+    r"(?:[ \t]*>)*[ \t]*(?:(?:[-*+]|[0-9]{1,9}[.)])[ \t]+(?:\[.\][ \t]+)?)*<!--")
+
+
+def extract_links(text: str, line_offset: int = 1, *, kinds: bytearray | None = None,
+                  refs: bool = False) -> list[Link]:
+    """All links of a Markdown body, in order. Never raises; code, embeds and HTML comments
+    are skipped.
 
     `line_offset` is the file line of the text's first line (the parser passes the body's start
     line), so ``Link.line`` is a file line while ``start``/``end`` index into `text`. `kinds`
     may pass ``line_kinds(text.split("\\n"))`` when the caller already has it (one scan, not two).
+    `refs`: also the references that are not edges (EMBED and MARKDOWN links; see the module
+    docstring), in order among the links.
     """
-    if "[[" not in text:
+    if "[[" not in text and not (refs and "](" in text):
         return []
     lines = text.split("\n")
     if kinds is None or len(kinds) != len(lines):
         kinds = line_kinds(lines)
+    comment = _comment_lines(lines, kinds) if "<!--" in text else None
     out: list[Link] = []
     n = len(lines)
     i = pos = 0
     while i < n:
-        if kinds[i] in (BLANK, FENCE, INDENTED):
+        if kinds[i] in (BLANK, FENCE, INDENTED) or (comment is not None and comment[i]):
             pos += len(lines[i]) + 1
             i += 1
             continue
         j = i + 1
         end = pos + len(lines[i])
-        while j < n and kinds[j] == TEXT:
+        while j < n and kinds[j] == TEXT and (comment is None or not comment[j]):
             end += len(lines[j]) + 1
             j += 1
-        if text.find("[[", pos, end) >= 0:
-            _links_in_chunk(text[pos:end], pos, i + line_offset, out)
+        if text.find("[[", pos, end) >= 0 or (refs and text.find("](", pos, end) >= 0):
+            _links_in_chunk(text[pos:end], pos, i + line_offset, out, refs)
         pos = end + 1
         i = j
     return out
@@ -443,20 +645,30 @@ class NewTarget:
     shown: str | None = None
 
 
-def rewrite_targets(text: str, mapping: Callable[[Link], str | NewTarget | None]) -> str:
+def rewrite_targets(text: str, mapping: Callable[[Link], str | NewTarget | None], *,
+                    refs: bool = False) -> str:
     """Replace the target of each link for which `mapping` returns a new one.
 
     Only the target characters change, plus an added ``|shown`` text when `mapping` asks
     for one and the link has none (escaped ``\\|`` in a table row): alias, anchor,
     predicate, spacing and every other byte stay as written (`move`, merge, lint --fix).
+    With `refs`, embeds and Markdown links are passed to `mapping` too (never given shown
+    text: an embed's ``|100`` is its size); a Markdown destination gets the new path
+    encoded as the old one was (`markdown_destination`), its fragment and ``<...>`` kept.
     """
     pieces: list[str] = []
     last = 0
-    for link in extract_links(text):
+    for link in extract_links(text, refs=refs):
         new = mapping(link)
         if isinstance(new, str):
             new = NewTarget(new)
         if new is None or (new.target == link.target and (new.shown is None or link.alias)):
+            continue
+        if link.kind == MARKDOWN:
+            if new.target != link.target:
+                pieces += [text[last:link.start],
+                           markdown_destination(text[link.start:link.end], new.target)]
+                last = link.end
             continue
         inner_at = link.start + 2
         parsed = _parse_inner(text[inner_at:link.end - 2])
@@ -465,7 +677,7 @@ def rewrite_targets(text: str, mapping: Callable[[Link], str | NewTarget | None]
         t0, t1 = inner_at + parsed[0], inner_at + parsed[1]
         pieces += [text[last:t0], new.target]
         last = t1
-        if new.shown is not None and link.alias is None:
+        if new.shown is not None and link.alias is None and link.kind == LINK:
             end = link.end - 2  # after the target and any #anchor, before `]]`
             bar = "\\|" if _in_table_row(text, link.start) else "|"
             pieces += [text[last:end], bar + new.shown]
@@ -474,6 +686,47 @@ def rewrite_targets(text: str, mapping: Callable[[Link], str | NewTarget | None]
         return text
     pieces.append(text[last:])
     return "".join(pieces)
+
+
+# Characters a bare Markdown destination cannot hold as themselves. Obsidian writes only a
+# space as %20 (`Sub/We!rd%20(name)%20[x].md`); a literal '%' or '#' must be escaped too, or
+# the name would decode (or split at its fragment) differently. Parentheses stay as written
+# while they pair up (CommonMark allows balanced ones).
+_MD_ESCAPE = frozenset(" %#<>\t\n\r\\")
+_NON_ASCII_ESCAPE_RE = re.compile(r"%[89A-Fa-f][0-9A-Fa-f]")
+
+
+def _balanced(path: str) -> bool:
+    depth = 0
+    for ch in path:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth < 0:
+                return False
+    return depth == 0
+
+
+def markdown_destination(old: str, path: str) -> str:
+    """The destination text naming `path`, written as `old` was: inside ``<...>`` as plain
+    text, else percent-encoded as Obsidian writes it (a space as ``%20``, plus ``%``, ``#``,
+    ``<>``, unpaired parentheses; non-ASCII letters only when `old` encoded them); `old`'s
+    ``#fragment`` is kept as written."""
+    angle = old.startswith("<") and old.endswith(">")
+    inner = old[1:-1] if angle else old
+    _, hashmark, fragment = inner.partition("#")
+    if angle:
+        encoded = path.replace("<", "%3C").replace(">", "%3E")
+    else:
+        ascii_only = bool(_NON_ASCII_ESCAPE_RE.search(inner.partition("#")[0]))
+        parens = not _balanced(path)
+        encoded = "".join(
+            quote(ch, safe="") if ch in _MD_ESCAPE or ord(ch) < 0x20
+            or (parens and ch in "()") or (ascii_only and ord(ch) > 0x7E) else ch
+            for ch in path)
+    out = encoded + hashmark + fragment
+    return f"<{out}>" if angle else out
 
 
 def remove_links(text: str, drop: Callable[[Link], bool]) -> tuple[str, list[Link]]:
@@ -620,25 +873,33 @@ class LinkResolver:
         for k in self._redirects_of.pop(path, []):
             _discard(self._redirect_paths, k, path)
 
-    def resolve(self, target: str, source: str | None = None) -> str | None:
-        """The vault path `target` names, or None when it is dangling or ambiguous."""
-        return self._lookup(target, source)[0]
+    def resolve(self, target: str, source: str | None = None, *,
+                markdown: bool = False) -> str | None:
+        """The vault path `target` names, or None when it is dangling or ambiguous.
 
-    def resolve_how(self, target: str, source: str | None = None) -> tuple[str | None, str | None]:
+        `markdown`: the target of a Markdown link (decoded), which may also be a path
+        relative to the source's folder without ``./`` (what Obsidian's "relative path"
+        format writes: ``[x](sub/x.md)``); tried after the vault path, before names."""
+        return self._lookup(target, source, markdown)[0]
+
+    def resolve_how(self, target: str, source: str | None = None, *,
+                    markdown: bool = False) -> tuple[str | None, str | None]:
         """(path, tier) where tier says how it resolved: "path" (exact path, path + .md,
-        or relative), "folder_note" (``X`` -> ``X/X.md``), "name" (unique file name),
+        or relative), "relative" (a Markdown link's path under the source's folder),
+        "folder_note" (``X`` -> ``X/X.md``), "name" (unique file name),
         "alias" (an alias or title) or "redirect" (an old path or name of a note merged
         into it); (None, None) when dangling or ambiguous.
 
-        Obsidian resolves only "path" and "name" links (lint reports the others)."""
-        hit, _, tier = self._lookup(target, source)
+        Obsidian resolves only "path", "relative" and "name" links (lint reports the others)."""
+        hit, _, tier = self._lookup(target, source, markdown)
         return hit, tier if hit else None
 
     def ambiguous(self, target: str) -> list[str]:
         """Candidate paths when `target` is an ambiguous file name or alias, else []."""
         return self._lookup(target, None)[1]
 
-    def _lookup(self, target: str, source: str | None) -> tuple[str | None, list[str], str | None]:
+    def _lookup(self, target: str, source: str | None,
+                markdown: bool = False) -> tuple[str | None, list[str], str | None]:
         # Paths keep the target's own Unicode form, so `_direct` can try the exact file name
         # before its NFC twin; the fuzzy tier compares NFC forms.
         t = target.strip().replace("\\", "/")
@@ -663,6 +924,17 @@ class LinkResolver:
         hit, tier = self._direct(norm)
         if hit:
             return hit, [], tier
+        if markdown and source is not None and not t.startswith(("/", "./")):
+            if "/" not in norm:   # a bare name is a name first (same result when unique)
+                found = self._fuzzy(_nfc(norm), _nfc(t))
+                if found[0]:
+                    return found
+            folder = posixpath.dirname(source.strip().replace("\\", "/").lstrip("/"))
+            joined = posixpath.normpath(posixpath.join(folder, norm)) if folder else ""
+            if joined and not _escapes(joined):
+                hit, tier = self._direct(joined)
+                if hit:
+                    return hit, [], "relative" if tier == "path" else tier
         return self._fuzzy(_nfc(norm), _nfc(t))
 
     def _direct(self, p: str) -> tuple[str | None, str | None]:

@@ -56,7 +56,8 @@ def format_link(path: str, resolver: LinkResolver, style: str = "shortest",
 
 
 def keep_style(old_target: str, new_path: str, resolver: LinkResolver,
-               source: str | None = None) -> str:
+               source: str | None = None, *, markdown: bool = False,
+               how: str | None = None) -> str:
     """The target text for a link written as `old_target` that must now name `new_path`,
     in the style it was written (a `move` keeps each link's style):
 
@@ -64,13 +65,19 @@ def keep_style(old_target: str, new_path: str, resolver: LinkResolver,
       name is ambiguous now;
     - a path (``[[knowledge/bm25/bm25.md]]``) stays a full path, with ``.md`` if it had it,
       with a leading ``/`` if it had one;
-    - a relative path (``[[../x]]``) stays relative to `source`.
+    - a relative path (``[[../x]]``) stays relative to `source`; so does a Markdown link's
+      path that resolved under its note's folder (`how` "relative": ``[x](sub/x.md)``,
+      Obsidian's "relative path" format, which writes no ``./``).
+
+    `markdown`: the target of a Markdown link (decoded; `links.markdown_destination`
+    encodes it), resolved as such (`LinkResolver.resolve`).
     """
     raw = old_target.strip().replace("\\", "/")
     ext = _is_md(raw) and _is_md(new_path)
-    if raw.startswith(("./", "../")):
+    if raw.startswith(("./", "../")) or (markdown and how == "relative"):
         rel = posixpath.relpath(new_path, posixpath.dirname(source or ""))
-        text = rel if rel.startswith("../") else "./" + rel
+        bare = rel.startswith("../") or (markdown and not raw.startswith("./"))
+        text = rel if bare else "./" + rel
         text = text if ext else _no_md(text)
     elif "/" in raw.strip("/"):
         text = ("/" if raw.startswith("/") else "") + (new_path if ext else _no_md(new_path))
@@ -78,4 +85,5 @@ def keep_style(old_target: str, new_path: str, resolver: LinkResolver,
         text = link_target(new_path, resolver, "shortest", source)
         if ext and resolver.resolve(text + ".md", source) == new_path:
             text += ".md"
-    return text if resolver.resolve(text, source) == new_path else new_path
+    return (text if resolver.resolve(text, source, markdown=markdown) == new_path
+            else new_path)

@@ -12,6 +12,11 @@ written (`linkstyle.keep_style`: a name stays a name, a path stays a path); dang
 stay as written. With `alias_bare=True` (merge, archive) a bare short link ``[[loser]]``
 also gets its old text as shown text, ``[[winner|loser]]``, so the sentence still reads the
 same; the `move` tool renames like Obsidian does (``[[Old]]`` -> ``[[New]]``).
+
+Embeds (``![[x]]``) and Markdown links (``[t](x.md)``) are not edges, so the index does not
+hold them: `VaultView.refs` reads each note's from its file, and they are rewritten by the
+same rule (a Markdown link stays relative, absolute or a name, encoded as it was). A link
+inside an HTML comment is none of these and is never rewritten (`engine.links`).
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 from reme_agent.engine.links import (
+    LINK,
+    MARKDOWN,
     Edge,
     Link,
     LinkResolver,
@@ -50,20 +57,21 @@ def rewrite_links(body: str, source: str, new_source: str, before: LinkResolver,
 
     def mapping(link: Link) -> str | NewTarget | None:
         nonlocal count
-        was = before.resolve(link.target, source)
+        markdown = link.kind == MARKDOWN
+        was, how = before.resolve_how(link.target, source, markdown=markdown)
         if was is None or _keeps_meaning(link.target, source, new_source, before, after,
-                                         path_map, forced):
+                                         path_map, forced, markdown):
             return None
         want = path_map.get(was, was)
         count += 1
-        text = keep_style(link.target, want, after, new_source)
-        if (alias_bare and link.alias is None and link.anchor is None
+        text = keep_style(link.target, want, after, new_source, markdown=markdown, how=how)
+        if (alias_bare and link.kind == LINK and link.alias is None and link.anchor is None
                 and "/" not in link.target and text != link.target):
             return NewTarget(text, shown=link.target)
         return text
 
     # an old-Mac (CR-only) body is scanned in its LF form, byte for byte
-    return on_lf(body, eol_of(body), lambda b: rewrite_targets(b, mapping)), count
+    return on_lf(body, eol_of(body), lambda b: rewrite_targets(b, mapping, refs=True)), count
 
 
 def retarget(tx: Transaction, view: VaultView, path_map: Mapping[str, str], after: LinkResolver,
@@ -81,11 +89,13 @@ def retarget(tx: Transaction, view: VaultView, path_map: Mapping[str, str], afte
     excluded = set(exclude)
     changed: dict[str, int] = {}
     for source, meta in view.notes.items():
-        if source in excluded or not meta.links or (skip is not None and skip(source)):
+        if source in excluded or (skip is not None and skip(source)):
             continue
         new_source = path_map.get(source, source)
         if all(_keeps_meaning(link.target, source, new_source, view.resolver, after, path_map,
-                              forced) for link in meta.links):
+                              forced) for link in meta.links) and all(
+                _keeps_meaning(ref.target, source, new_source, view.resolver, after, path_map,
+                               forced, ref.kind == MARKDOWN) for ref in view.refs(source)):
             continue
         if immutable is not None and immutable(source):
             raise WriteConflict(f"{source!r} links to a file this change renames or removes, "
@@ -99,22 +109,23 @@ def retarget(tx: Transaction, view: VaultView, path_map: Mapping[str, str], afte
     return changed
 
 
-OBSIDIAN_TIERS = frozenset({"path", "name"})
+OBSIDIAN_TIERS = frozenset({"path", "relative", "name"})
 """Resolution tiers Obsidian shares with us (`LinkResolver.resolve_how`)."""
 
 
 def _keeps_meaning(target: str, source: str, new_source: str, before: LinkResolver,
                    after: LinkResolver, path_map: Mapping[str, str],
-                   forced: Iterable[str]) -> bool:
+                   forced: Iterable[str], markdown: bool = False) -> bool:
     """True when a link needs no rewrite: it was dangling, or after the change it still
     names the same file, and not only through a tier Obsidian lacks (a name that now
-    resolves just as someone's alias or title would look dangling in Obsidian)."""
-    was, how = before.resolve_how(target, source)
+    resolves just as someone's alias or title would look dangling in Obsidian).
+    `markdown`: `target` is a Markdown link's decoded path."""
+    was, how = before.resolve_how(target, source, markdown=markdown)
     if was is None:
         return True
     if was in forced:
         return False
-    now, how_now = after.resolve_how(target, new_source)
+    now, how_now = after.resolve_how(target, new_source, markdown=markdown)
     return now == path_map.get(was, was) and (how_now == how or how_now in OBSIDIAN_TIERS)
 
 

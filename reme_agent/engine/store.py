@@ -251,7 +251,18 @@ class FileStore:
         fstat, so a FIFO named `x.md` (which would block a plain open for ever), a socket
         or a device is NotText, also when it replaced a note after the scan.
         """
-        path = self.resolve(rel)
+        return self._read_at(self.resolve(rel), rel)
+
+    def read_listed(self, rel: str) -> bytes | None:
+        """`read_if_present` for a path `list` or `scan` just returned, without resolving it
+        again: the listing already left out every name and symlink `resolve` refuses, and a
+        vault-wide read (a move looking for embeds) paid a realpath per file for nothing.
+        A path no listing gives (absolute, ``..``) is resolved as `read_if_present` does."""
+        if rel.startswith("/") or ".." in rel.split("/"):
+            return self.read_if_present(rel)
+        return self._read_at(self.root / rel, rel)
+
+    def _read_at(self, path: Path, rel: str) -> bytes | None:
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):

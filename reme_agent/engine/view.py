@@ -8,6 +8,8 @@ Tools, lint, maintenance, auto-link and the transaction plan against the files a
 row is taken from the row (cheap on an indexed vault), any other note is read and parsed.
 The resolver knows every file (a link to an image or a PDF is not dangling) plus the notes'
 aliases; `after` gives the resolver a planned rename or removal would leave behind.
+A note's embeds and Markdown links (`refs`) are not edges and not in the index: they are
+read from the file the first time a plan asks (measured in `bench/bench_move_refs.py`).
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from reme_agent.engine.links import LinkResolver, extract_links
+from reme_agent.engine.codec import HANDLER
+from reme_agent.engine.links import LINK, Link, LinkResolver, extract_links
 from reme_agent.engine.names import LinkNames, link_names, note_title, resolver_over
-from reme_agent.engine.parser import split_note
+from reme_agent.engine.parser import normalize_eol, split_note
 from reme_agent.engine.store import decode_text, stamp_of
 from reme_agent.errors import NoteNotFound, NotText, PathEscape
 
@@ -102,6 +105,23 @@ def note_meta(store: FileStore, path: str, row: FileRow | None = None,
                     stamp_of(data), size, mtime)
 
 
+def _refs_of(store: FileStore, meta: NoteMeta | None) -> list[Link]:
+    if meta is None or meta.stamp is None:   # unreadable, or over the size limit: not read
+        return []
+    try:
+        data = store.read_listed(meta.path)   # a path the view's listing holds
+        if data is None or (b"![[" not in data and b"](" not in data):   # most notes
+            return []
+        text = normalize_eol(decode_text(data, meta.path).removeprefix("\ufeff"))
+    except (OSError, NotText, NoteNotFound, PathEscape):
+        return []
+    # The body as `split_note` cuts it, without loading the YAML again: a note whose
+    # frontmatter was refused (`meta.error`) is all body, as the indexer reads it.
+    found = None if meta.error else HANDLER.locate(text)
+    body = text[found[2]:] if found is not None else text
+    return [x for x in extract_links(body, refs=True) if x.kind != LINK]
+
+
 def _stat(store: FileStore, path: str) -> tuple[int, int] | None:
     try:
         st = store.resolve(path).stat()
@@ -126,6 +146,15 @@ class VaultView:
         self.notes: dict[str, NoteMeta] = {
             p: note_meta(store, p, rows.get(p), stats.get(p), max_bytes)
             for p in self.files if p.lower().endswith(exts)}
+        self._refs: dict[str, list[Link]] = {}
+
+    def refs(self, path: str) -> list[Link]:
+        """The embeds and Markdown links of a note's body, read from its file once per view
+        ([] for a file that could not be read or is over the size limit, as for links)."""
+        found = self._refs.get(path)
+        if found is None:
+            found = self._refs[path] = _refs_of(self.store, self.notes.get(path))
+        return found
 
     @cached_property
     def resolver(self) -> LinkResolver:

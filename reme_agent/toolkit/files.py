@@ -2,7 +2,8 @@
 
 `move` keeps the graph intact: every link anywhere in the vault whose meaning the move would
 change (a link to the moved file that no longer names it, a short name that becomes
-ambiguous, a relative link inside the moved note) is rewritten, each in the style it was
+ambiguous, a relative link inside the moved note; embeds and Markdown links too, which are
+no edges but break the same way) is rewritten, each in the style it was
 written (a name stays a name, a path stays a path; `engine.linkstyle.keep_style`); shown
 text, anchor and predicate bytes are kept, and a link that still resolves is not touched
 (`engine.retarget.plan_move`). It is all-or-nothing (DESIGN §5, `engine.transaction`):
@@ -52,6 +53,8 @@ def move(vault: Vault, src: str, dst: str) -> ToolResult:
 
     Each link to it keeps its style (a [[Name]] link names the new file, a path link gets
     the new path), its shown text and predicate; links that still resolve are not touched.
+    Embeds (![[Name]]) and Markdown links ([text](folder/Name.md)) follow the file the same
+    way; links inside HTML comments (<!-- -->) are left as written.
 
     Args:
         src: Current vault-relative path, e.g. "knowledge/rrf/rrf.md", or the note's name as

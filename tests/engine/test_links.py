@@ -10,14 +10,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reme_agent.engine.links import (
+    EMBED,
     FENCE,
     INDENTED,
+    LINK,
+    MARKDOWN,
     PREDICATE_RE,
     Link,
     LinkResolver,
     edges_of,
     extract_links,
     line_kinds,
+    markdown_destination,
     missing_edges,
     rewrite_targets,
 )
@@ -399,6 +403,7 @@ def test_rewrite_targets_with_no_mapping_returns_the_text_unchanged():
 _PIECES = st.sampled_from([
     "[[", "]]", "[", "]", "`", "``", "```", "~~~", "![[", "|", "#", "^", "::", "p:: ", "[p:: ",
     "- ", "1. ", "> ", "    ", "\t", "\n", "\n\n", "\r\n", "---", "a", "B", "中文", " ", "\\",
+    "<!--", "-->", "%%",
 ])
 MARKDOWNISH = st.lists(st.one_of(_PIECES, st.text(max_size=5)), max_size=60).map("".join)
 ANY_TEXT = st.one_of(st.text(), MARKDOWNISH)
@@ -447,3 +452,130 @@ def test_resolver_never_raises_and_never_leaves_the_vault(target, source):
     hit = r.resolve(target, source)
     assert hit is None or hit in VAULT
     assert isinstance(r.ambiguous(target), list)
+
+
+# -- comments and references that are not edges -------------------------------------------
+def test_links_in_html_comments_are_no_links_inline_or_as_a_block():
+    text = ("a [[one]] <!-- [[two]] --> [[three]] `<!--` [[four]] `-->`\n"
+            "an unclosed <!-- inline comment is text [[five]]\n\n"
+            "<!--\n[[six]]\n\n[[seven]]\n--> [[eight]] shares the closing line\n"
+            "[[nine]]\n- <!-- [[ten]] -->\n```\n<!--\n```\n[[eleven]]\n")
+    assert targets(text) == ["one", "three", "four", "five", "nine", "eleven"]
+    # a line starting <!-- opens a block to the line holding -->, blank lines and all
+    assert targets("<!-- no close here [[a]]\n\n[[b]]\n-->\n[[c]]\n") == ["c"]
+    assert targets("x <!--> [[a]] <!---> [[b]] -->\n\n<!-->\n[[c]]\n") == ["a", "b", "c"]
+
+
+def test_links_in_percent_comments_are_links_as_obsidian_lists_them():
+    assert targets("x %% [[a]] %% y\n\n%%\n[[b]]\n%%\n") == ["a", "b"]
+
+
+def test_refs_are_embeds_and_markdown_links_to_vault_paths_in_order():
+    text = ("[[a]] ![[b#h|100]] [c](c%20d.md#Sec \"t\") ![e](<e f.png>) [g](https://x.io/g.md)\n"
+            "[m](mailto:x@y.z) [s](#same) [o](//host/x.md) `[k](k.md)` <!-- [h](h.md) -->\n"
+            "[![i](i.png)](j.md) [[k]](l.md)\n")
+    refs = extract_links(text, refs=True)
+    assert [(r.kind, r.target, r.anchor) for r in refs] == [
+        (LINK, "a", None), (EMBED, "b", "h"), (MARKDOWN, "c d.md", "Sec"),
+        (MARKDOWN, "e f.png", None), (MARKDOWN, "i.png", None), (MARKDOWN, "j.md", None),
+        (LINK, "k", None), (MARKDOWN, "l.md", None)]
+    assert [text[r.start:r.end] for r in refs if r.kind == MARKDOWN] == [
+        "c%20d.md#Sec", "<e f.png>", "i.png", "j.md", "l.md"]
+    assert targets(text) == ["a", "k"]   # only wikilinks are edges (DESIGN §4)
+
+
+def test_markdown_destination_is_encoded_as_the_old_one_was():
+    assert markdown_destination("old.md", "New Name.md") == "New%20Name.md"
+    assert markdown_destination("old.md#H%20x", "a/b c.md") == "a/b%20c.md#H%20x"
+    assert markdown_destination("<old name.md#h>", "new (1).md") == "<new (1).md#h>"
+    assert markdown_destination("笔记.md", "新 笔记.md") == "新%20笔记.md"
+    assert markdown_destination("%E7%AC%94.md", "新.md") == "%E6%96%B0.md"
+    assert markdown_destination("x.md", "50% (draft)#1.md") == "50%25%20(draft)%231.md"
+    assert markdown_destination("x.md", "a) [b].md") == "a%29%20[b].md"   # unpaired: escaped
+
+
+def test_markdown_links_resolve_from_the_vault_root_then_the_notes_folder():
+    r = LinkResolver(["p/sub/x.md", "sub/y.md", "p/sub/y.md", "p/n.md", "q/n2.md"])
+    assert r.resolve_how("sub/x.md", "p/n.md", markdown=True) == ("p/sub/x.md", "relative")
+    assert r.resolve_how("sub/y.md", "p/n.md", markdown=True) == ("sub/y.md", "path")
+    assert r.resolve_how("n2.md", "p/n.md", markdown=True) == ("q/n2.md", "name")
+    assert r.resolve_how("../q/n2.md", "p/n.md", markdown=True) == ("q/n2.md", "path")
+    assert r.resolve("../../x.md", "p/n.md", markdown=True) is None   # leaves the vault
+    assert r.resolve("sub/x.md", "p/n.md") == "p/sub/x.md"   # a wikilink: by path suffix
+
+
+_REF_PIECES = st.sampled_from([
+    "[a](", "![b](", "](", "(", ")", "<", ">", "x.md", "%20", "#h", " \"t\"", "<!--", "-->",
+    "%%", "http://h/", "`", "[[w]]", "![[e]]", "\n", "\n\n", " ", "[", "]", "\\", "中",
+])
+REFISH = st.lists(st.one_of(_REF_PIECES, _PIECES, st.text(max_size=3)), max_size=60).map("".join)
+_PLAIN_DEST = re.compile(r"[\w.%/# -]+")
+
+
+@settings(max_examples=400, deadline=None)
+@given(REFISH)
+def test_refs_never_raise_and_a_rewrite_changes_only_their_paths(text):
+    refs = extract_links(text, refs=True)
+    assert [x for x in refs if x.kind == LINK] == extract_links(text)
+    assert [x.start for x in refs] == sorted(x.start for x in refs)
+    md = [x for x in refs if x.kind == MARKDOWN and _PLAIN_DEST.fullmatch(text[x.start:x.end])]
+    chosen = {x.start for x in md}
+    new = rewrite_targets(text, lambda x: "新 dir/N (1).md"
+                          if x.kind == MARKDOWN and x.start in chosen else None, refs=True)
+    after = [x for x in extract_links(new, refs=True) if x.kind == MARKDOWN]
+    before = [x for x in refs if x.kind == MARKDOWN]
+    pairs = list(zip(after, before, strict=True))
+    assert [(a.anchor, a.target if b.start in chosen else None) for a, b in pairs] \
+        == [(b.anchor, "新 dir/N (1).md" if b.start in chosen else None) for b in before]
+    assert [x.target for x in extract_links(new)] == [x.target for x in extract_links(text)]
+
+
+def test_a_rename_keeps_every_reference_on_its_file_randomised():
+    """Conservation for every form (no edge is lost, and no embed or Markdown link either):
+    after `rewrite_links`, each reference that named a file names that file's new path, from
+    the note's new place; every other one is byte for byte as it was."""
+    import posixpath
+    import random
+
+    from reme_agent.engine.retarget import rewrite_links
+
+    names = ["a", "Old note", "笔记", "x (1)", "50% done", "img.png", "doc.pdf", "b c.png"]
+    folders = ["", "k", "k/sub", "notes", "新 夹"]
+    for seed in range(300):
+        rng = random.Random(seed)
+        files = sorted({posixpath.join(rng.choice(folders), n if "." in n else n + ".md")
+                        for n in rng.sample(names, 5)} | {"notes/src.md"})
+        src = rng.choice([f for f in files if f != "notes/src.md"] + ["notes/src.md"])
+        dst = posixpath.join(rng.choice(folders + ["moved/deep"]),
+                             rng.choice(["New name", "新 名", "n2"]) + posixpath.splitext(src)[1])
+        if dst in files:
+            continue
+        source = "notes/src.md"
+        new_source = dst if src == source else source
+        before = LinkResolver(files)
+        after = LinkResolver(sorted(dst if f == src else f for f in files))
+        refs = []
+        for f in rng.sample(files, min(4, len(files))):
+            stem = f[:-3] if f.endswith(".md") else f
+            rel = posixpath.relpath(f, "notes")
+            def enc(p: str) -> str:
+                return (p.replace("%", "%25").replace(" ", "%20").replace("(", "%28")
+                        .replace(")", "%29"))
+
+            refs += rng.sample([
+                f"[[{posixpath.basename(stem)}]]", f"![[{stem}#h|s]]", f"[[{stem}|t]]",
+                f"[t]({enc(f)})", f"[t]({enc(rel)}#x)", f"![a](<{rel}>)",
+                f"[t]({enc(posixpath.basename(f))} \"T\")", f"[t](./{enc(rel)})"
+                if not rel.startswith("..") else f"[t]({enc(rel)})"], 3)
+        body = "\n\n".join(refs) + "\n\n[w](https://x.io/a.md) `[c](a.md)`\n"
+        new_body, _ = rewrite_links(body, source, new_source, before, after, {src: dst},
+                                    alias_bare=False)
+        old_refs = extract_links(body, refs=True)
+        new_refs = extract_links(new_body, refs=True)
+        assert [r.kind for r in new_refs] == [r.kind for r in old_refs], (seed, new_body)
+        for old, new in zip(old_refs, new_refs, strict=True):
+            md = old.kind == MARKDOWN
+            was = before.resolve(old.target, source, markdown=md)
+            now = after.resolve(new.target, new_source, markdown=md)
+            assert now == (dst if was == src else was), (seed, body, new_body, old, new)
+            assert (new.alias, new.anchor) == (old.alias, old.anchor)
