@@ -29,8 +29,9 @@ Archiving (never a delete):
   stamp it left (`state`), and while the file still has that stamp its mtime is ignored in
   favour of the activity recorded at archive time, so the write does not thaw the note.
 - `--move-archived` moves archived notes to `archive/<original path>` (inbound links
-  rewritten in the same transaction); a thawed note under archive/ moves back. Sibling
-  materials of a daily note stay where they are.
+  rewritten in the same transaction); a thawed note under archive/ moves back. A daily
+  workspace moves whole: its materials (the other files of its folder, `daily_attach`'s)
+  go with its summary note, in the same transaction, so none is left behind in `daily/`.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from reme_agent.engine.fmedit import edit_frontmatter
 from reme_agent.engine.parser import split_note
-from reme_agent.engine.retarget import plan_move
+from reme_agent.engine.retarget import retarget
 from reme_agent.engine.transaction import Transaction
 from reme_agent.engine.view import VaultView
 from reme_agent.errors import ReMeError
@@ -53,7 +54,14 @@ from reme_agent.maintenance.report import StepResult
 from reme_agent.recall.archive import archived_in
 from reme_agent.recall.signals import ArchivedSignal, RecencySignal, iso_utc, parse_moment
 from reme_agent.schema.frontmatter import status_move_error
-from reme_agent.schema.layout import AUDIT, META, RESOURCE, is_record, layer_of
+from reme_agent.schema.layout import (
+    AUDIT,
+    META,
+    RESOURCE,
+    is_record,
+    layer_of,
+    workspace_materials,
+)
 
 if TYPE_CHECKING:
     from reme_agent.vault import Vault
@@ -187,18 +195,27 @@ def run_decay(vault: Vault, view: VaultView, *, now: datetime, params: DecayPara
     if move_archived:
         moves.update({p: prefix + p for p in sorted(archived) if not p.startswith(prefix)})
     moves.update({p: p[len(prefix):] for p in thawed if p.startswith(prefix)})
+    carried: set[str] = set()
     for src, dst in moves.items():
-        action = {"action": "move", "from": src, "to": dst}
+        if src in carried:
+            continue   # moved with its workspace
+        files = _materials_moving(vault, src, dst, prefix)
+        carried.update(files)
+        action: dict[str, Any] = {"action": "move", "from": src, "to": dst}
+        if files:
+            action["with"] = sorted(files)
         if dry_run:
             result.actions.append(action)
-            _rename(src, dst, archived, state, scores, live)
+            for old, new in {src: dst, **files}.items():
+                _rename(old, new, archived, state, scores, live)
             continue
         try:
-            written = move_note(vault, src, dst)
+            written = move_note(vault, src, dst, with_files=files)
         except ReMeError as exc:
             result.warnings.append(f"could not move {src} -> {dst}: {exc}")
             continue
-        _rename(src, dst, archived, state, scores, live)
+        for old, new in {src: dst, **files}.items():
+            _rename(old, new, archived, state, scores, live)
         if dst in state:
             state[dst]["stamp"] = vault.store.stamp(dst) or state[dst]["stamp"]
         action["links_rewritten_in"] = sorted(p for p in written if p not in (src, dst))
@@ -250,12 +267,30 @@ def _set_status(vault: Vault, path: str, status: str) -> str:
     return done.stamp
 
 
+def _materials_moving(vault: Vault, src: str, dst: str, prefix: str) -> dict[str, str]:
+    """A workspace's materials, old path -> new: the folder of `src` becomes `dst`'s."""
+    folder = src.rsplit("/", 1)[0]
+    found = workspace_materials(src, vault.store.list(folder) if vault.store.is_dir(folder)
+                                else [], under=prefix)
+    to = dst.rsplit("/", 1)[0]
+    return {p: to + p[len(folder):] for p in found}
+
+
 def move_note(vault: Vault, src: str, dst: str,
-              immutable: Callable[[str], bool] | None = None) -> list[str]:
-    """Move one note and rewrite every link the move changes, all or nothing (DESIGN §5)."""
-    _, written = Transaction.run(vault.store, lambda tx: plan_move(
-        tx, vault.view(), src, dst, skip=is_record,
-        immutable=immutable or (lambda p: layer_of(p) == RESOURCE)))
+              immutable: Callable[[str], bool] | None = None, *,
+              with_files: dict[str, str] | None = None) -> list[str]:
+    """Move one note (and `with_files`, old path -> new, e.g. its workspace's materials) and
+    rewrite every link the move changes, all or nothing (DESIGN §5)."""
+    path_map = {src: dst, **(with_files or {})}
+
+    def plan(tx: Transaction) -> None:
+        view = vault.view()
+        retarget(tx, view, path_map, view.after(path_map), skip=is_record,
+                 immutable=immutable or (lambda p: layer_of(p) == RESOURCE))
+        for old, new in path_map.items():
+            tx.move(old, new)
+
+    _, written = Transaction.run(vault.store, plan)
     vault.try_refresh(written)
-    rename_entries(vault, {src: dst})
+    rename_entries(vault, path_map)
     return written

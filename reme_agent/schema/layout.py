@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable
 from datetime import date
 from pathlib import Path, PurePosixPath
 
@@ -81,4 +82,16 @@ def parse_daily_path(path: str) -> tuple[str, str] | None:
             and parts[3] == f"{parts[2]}.md":
         return parts[1], parts[2]
     return None
+
+
+def workspace_materials(note: str, files: Iterable[str], under: str = "") -> list[str]:
+    """What a daily workspace carries: every other file in its summary note's folder
+    (`daily/<date>/<slug>/`, where `daily_attach` puts materials), sorted. The folder is the
+    workspace's own: no other summary note can lie in it. `under`: the note lies below this
+    folder prefix (an archive folder). [] when `note` is no workspace summary."""
+    inner = note[len(under):] if under and note.startswith(under) else note
+    if parse_daily_path(inner) is None:
+        return []
+    folder = note.rsplit("/", 1)[0] + "/"
+    return sorted(f for f in files if f.startswith(folder) and f != note)
 

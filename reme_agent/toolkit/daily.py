@@ -35,7 +35,14 @@ from reme_agent.engine.parser import NoteParts, dump_note, normalize_eol, restor
 from reme_agent.errors import InvalidArgument, NoteExists, ReMeError, StampChanged
 from reme_agent.schema.daynotes import section_body, section_names, with_section
 from reme_agent.schema.frontmatter import status_move_error
-from reme_agent.schema.layout import DAILY, daily_path, is_slug, parse_daily_path, slugify
+from reme_agent.schema.layout import (
+    DAILY,
+    daily_path,
+    is_slug,
+    parse_daily_path,
+    slugify,
+    workspace_materials,
+)
 from reme_agent.schema.obsidian import DailyNotesLayout, detect_daily_layout, format_date
 from reme_agent.toolkit.common import PAGE_STAMP, file_stamp, now_iso, parse_day
 from reme_agent.toolkit.naming import note_path
@@ -146,8 +153,9 @@ def daily_read(vault: Vault, path: str) -> ToolResult:
     # (`daily_attach`, toolkit/materials.py)
     folder = note[:-3] if day_note else PurePosixPath(note).parent.as_posix()
     found = vault.store.list(folder) if vault.store.is_dir(folder) else []
-    materials = [{"path": p, "size": vault.store.stat(p).size} for p in found
-                 if p != note and parse_daily_path(p) is None]
+    carried = ([p for p in found if parse_daily_path(p) is None] if day_note
+               else workspace_materials(note, found))   # what an archive move takes along
+    materials = [{"path": p, "size": vault.store.stat(p).size} for p in carried]
     data = {"path": note, "stamp": stamp, "frontmatter": parts.frontmatter, "body": parts.body,
             "text": text, "materials": materials,
             "parse_error": str(parts.error) if parts.error else None}

@@ -137,6 +137,43 @@ def test_move_archived_moves_the_note_and_rewrites_links_then_thaw_moves_it_back
     assert {t for t, _ in vault.graph.outbound(ref)} == {OLD}
 
 
+def test_a_workspace_moves_whole_with_its_materials_and_comes_back_whole(
+        make_vault: VaultFactory) -> None:
+    """`daily_attach` puts materials beside the summary; archiving the workspace must not
+    leave them behind in daily/ (links to them still resolve, nothing is lost)."""
+    old = days_ago(200).isoformat()
+    folder = OLD.rsplit("/", 1)[0]
+    material, log = f"{folder}/query.sql.md", f"{folder}/run.log"
+    ref = "knowledge/ref/ref.md"
+    vault = make_vault({
+        OLD: daily("Old done", "Cold notes, see [[query.sql]] and [[run.log]].", "distilled",
+                   old),
+        material: "---\nlifecycle: frozen\nrole: reference\n---\nSELECT 1;\n",
+        ref: knowledge("Ref", f"[[{material}|the query]] from [[old-done]]"),
+    }, mtimes={OLD: days_ago(200)})
+    (vault.root / log).write_text("line 1\n", encoding="utf-8")
+    dry = maintainer(vault).run(["decay"], move_archived=True, dry_run=True)
+    moves = [a for a in dry.step("decay").actions if a["action"] == "move"]
+    assert moves == [{"action": "move", "from": OLD, "to": "archive/" + OLD,
+                      "with": sorted([material, log])}]
+    assert vault.store.exists(material)   # a dry run moves nothing
+
+    maintainer(vault).run(["decay"], move_archived=True)
+    for path in (OLD, material, log):
+        assert not vault.store.exists(path) and vault.store.exists("archive/" + path)
+    assert not (vault.root / folder).exists() or not any((vault.root / folder).iterdir())
+    assert vault.store.read_text("archive/" + log) == "line 1\n"
+    targets = {t for t, _ in vault.graph.outbound(ref)}
+    assert targets == {"archive/" + material, "archive/" + OLD}   # links follow
+    assert {t for t, _ in vault.graph.outbound("archive/" + OLD)} >= {"archive/" + material}
+
+    vault.access_log.record(["archive/" + OLD], when=NOW)
+    maintainer(vault).run(["access", "decay"], move_archived=True)
+    for path in (OLD, material, log):
+        assert vault.store.exists(path) and not vault.store.exists("archive/" + path)
+    assert {t for t, _ in vault.graph.outbound(ref)} == {material, OLD}
+
+
 def test_dry_run_reports_the_archive_without_writing(vault) -> None:
     before = vault.store.read_text(OLD)
     report = maintainer(vault).run(["decay"], dry_run=True)

@@ -26,6 +26,7 @@ process opened on disk: a chroma server's collections can be written by anyone.
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import threading
 from collections import OrderedDict
@@ -98,6 +99,7 @@ class VectorCopy:
         self.path = Path(path)
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
+        self._pid = 0
         self._broken = False
         # id -> row bytes of `_cached_for` (a collection), least recently used first. Rows
         # never change meaning (module docstring); this process's writes still clear it.
@@ -105,6 +107,9 @@ class VectorCopy:
         self._cached_for = ""
 
     def _conn(self) -> sqlite3.Connection | None:
+        if self._db is not None and self._pid != os.getpid():
+            # a forked child: SQLite forbids using the parent's connection; open its own
+            self._db = None
         if self._db is None and not self._broken:
             try:
                 db = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False,
@@ -113,7 +118,7 @@ class VectorCopy:
                 db.execute("PRAGMA synchronous=NORMAL")
                 if _version(db) != SCHEMA_VERSION:
                     _create(db)
-                self._db = db
+                self._db, self._pid = db, os.getpid()
             except sqlite3.Error as exc:
                 log.warning("the vector copy at %s cannot be used (%s); stored vectors are "
                             "read from chroma", self.path, exc)
