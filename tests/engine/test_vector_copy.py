@@ -248,3 +248,23 @@ def test_remembered_rows_belong_to_their_collection_and_are_bounded(
     copy.get("c", ["x"], 2)
     assert db.reads == [["x", "y", "z"], ["x"]]
     copy.close()
+
+
+def test_a_reopen_forgets_the_rows_kept_in_memory(tmp_path: Path) -> None:
+    """Another process's index run makes the projection reopen: rows are read again then."""
+    import sqlite3
+
+    vp = VectorProjection(HashEmbedder(), tmp_path / "chroma")
+    _fill(vp)
+    assert vp.copy is not None
+    before = vp.embeddings(["a.md#0"])["a.md#0"]          # from the copy, kept in memory
+    db = sqlite3.connect(vp.copy.path)                     # "another process" removes it
+    db.execute("DELETE FROM vectors WHERE id = ?", ("a.md#0",))
+    db.commit()
+    db.close()
+    assert np.array_equal(vp.embeddings(["a.md#0"])["a.md#0"], before)
+    vp.reopen()
+    stored = _stored(vp, ["a.md#0"])["a.md#0"]
+    after = vp.embeddings(["a.md#0"])["a.md#0"]            # the file lacks it: chroma's
+    assert np.array_equal(after, stored) and not np.array_equal(after, before)
+    vp.close()

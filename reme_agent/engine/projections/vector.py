@@ -511,6 +511,9 @@ class VectorProjection:
         """The collection changed or was switched: drop what this process copied of it."""
         self.cache.clear()
         self.flat.invalidate()
+        copy = getattr(self, "copy", None)   # `_attach` runs before the copy is made
+        if copy is not None:
+            copy.forget()
 
     def _flat_wanted(self) -> bool:
         """A store this process opened (a server's collection has writers we cannot follow),

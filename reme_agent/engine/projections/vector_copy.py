@@ -125,6 +125,12 @@ class VectorCopy:
                 self._broken = True
         return self._db
 
+    def forget(self) -> None:
+        """Drop the rows kept in memory (the projection reopened or switched collections,
+        as it drops its other copies then)."""
+        with self._lock:
+            self._cached.clear()
+
     def close(self) -> None:
         with self._lock:
             self._cached.clear()
