@@ -77,7 +77,7 @@ def hybrid_candidates(vault: Vault, query: str, *, fusion: str, vector_weight: f
     The vector side (query embedding + ANN) runs on a worker thread while the keyword side
     is scored here (`vector_side.py`); `vector_side` is one the caller started earlier, for
     `query_rewrite or query` and `vector_want(...)` blocks, to overlap more of its own work;
-    `while_waiting(keyword candidate ids)` is called before waiting for it, for per-note
+    `while_waiting(the keyword candidates' paths)` is called before waiting for it, for per-note
     work the caller would do on these candidates anyway.
     """
     vault.ready()
@@ -119,8 +119,8 @@ def hybrid_candidates(vault: Vault, query: str, *, fusion: str, vector_weight: f
                 fetch = run_beside("vector lookups", lambda: _embeddings(vault, keyword_ids))
         with stage("block rows"):
             rows = row_cache.rows(keyword_ids)
-        if while_waiting is not None:
-            while_waiting(keyword_ids)
+        if while_waiting is not None:   # their paths from the rows just read
+            while_waiting(list(dict.fromkeys(r.path for r in rows.values())))
 
     vector_top: list[tuple[str, float]] = []
     qvec = None

@@ -387,12 +387,10 @@ def _ranked(vault: Vault, query: str, opts: SearchSettings, *, include_archived:
 
     # An exclusion-only filter (hidden layers, archived) drops few candidates.
     overfetch = 4.0 if (prefix or layers) else 1.5
-    paths_of = vault.indexer.path_of_block
 
-    def while_waiting(block_ids: list[str]) -> None:
+    def while_waiting(paths: list[str]) -> None:
         """The keyword side's share of the per-note work, done while the vector side runs:
         the catalog entries of its notes (factors read them)."""
-        paths = {p for b in block_ids if (p := paths_of(b))}
         with stage("factors"):
             catalog = catalog_for(vault)
             catalog.sync()
