@@ -10,7 +10,7 @@ normalised over the same set, and fused into one text-relevance score per block.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -66,8 +66,8 @@ def hybrid_candidates(vault: Vault, query: str, *, fusion: str, vector_weight: f
                       vector_overfetch: float = 4.0, tokens: list[str] | None = None,
                       extra_ids: Sequence[str] = (),
                       vector_side: VectorSide | None = None,
-                      while_waiting: Callable[[list[str]], None] | None = None
-                      ) -> list[BlockHit]:
+                      while_waiting: Callable[[list[str]], None] | None = None,
+                      known_paths: Mapping[str, str] | None = None) -> list[BlockHit]:
     """Fused candidates, best first. `query_rewrite` replaces the query on the vector side only.
 
     `extra_ids` are blocks that must be candidates whatever their text scores (the blocks of
@@ -78,10 +78,11 @@ def hybrid_candidates(vault: Vault, query: str, *, fusion: str, vector_weight: f
     is scored here (`vector_side.py`); `vector_side` is one the caller started earlier, for
     `query_rewrite or query` and `vector_want(...)` blocks, to overlap more of its own work;
     `while_waiting(the keyword candidates' paths)` is called before waiting for it, for per-note
-    work the caller would do on these candidates anyway.
+    work the caller would do on these candidates anyway. `known_paths` (block id -> path)
+    are paths the caller already has, e.g. of its extras: the filter looks no id up for them.
     """
     vault.ready()
-    allowed_id = _memo_allowed(vault, allowed_path) if allowed_path else None
+    allowed_id = _memo_allowed(vault, allowed_path, known_paths) if allowed_path else None
     row_cache = rows_for(vault)
 
     extra = [d for d in dict.fromkeys(extra_ids) if allowed_id is None or allowed_id(d)]
@@ -165,17 +166,20 @@ def hybrid_candidates(vault: Vault, query: str, *, fusion: str, vector_weight: f
     return hits
 
 
-def _memo_allowed(vault: Vault, allowed_path: Callable[[str], bool]) -> Callable[[str], bool]:
+def _memo_allowed(vault: Vault, allowed_path: Callable[[str], bool],
+                  known_paths: Mapping[str, str] | None = None) -> Callable[[str], bool]:
     """allowed(block id), each id's verdict kept for this query: the keyword ranking, the
     vector side and the extras ask for the same ids (~250 asks, ~130 ids at 10k notes, each
-    a path lookup in the block id map)."""
+    a path lookup in the block id map, unless `known_paths` has it)."""
     paths_of = vault.indexer.path_of_block
+    known = known_paths or {}
     verdicts: dict[str, bool] = {}
 
     def allowed_id(bid: str) -> bool:
         verdict = verdicts.get(bid)
         if verdict is None:
-            verdict = verdicts[bid] = allowed_path(paths_of(bid) or "")
+            path = known.get(bid) or paths_of(bid) or ""
+            verdict = verdicts[bid] = allowed_path(path)
         return verdict
     return allowed_id
 

@@ -404,13 +404,14 @@ def _ranked(vault: Vault, query: str, opts: SearchSettings, *, include_archived:
             if opts.vector_weight > 0.0 else None)
     evidence = gather(vault, query, tokens, opts)
     with stage("names"):
-        extra = [*extra_block_ids(vault, [p for p in evidence.paths() if allowed(p)]),
-                 *evidence.phrases]
+        named = extra_block_ids(vault, [p for p in evidence.paths() if allowed(p)])
+        extra = [*named, *evidence.phrases]
     hits = hybrid_candidates(
         vault, query, fusion=opts.fusion, vector_weight=opts.vector_weight,
         rrf_k=opts.rrf_k, candidates=candidates, query_rewrite=query_rewrite,
         allowed_path=allowed, vector_overfetch=overfetch, tokens=tokens,
-        extra_ids=extra, vector_side=side, while_waiting=while_waiting)
+        extra_ids=extra, vector_side=side, while_waiting=while_waiting,
+        known_paths={**named, **evidence.phrases})
     with stage("factors"):
         hits, ctx = _factored(vault, hits, evidence, opts, tokens, now, freshness, [])
     return hits, ctx, held_back
