@@ -21,7 +21,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from reme_agent.engine.codec import HANDLER
-from reme_agent.engine.links import LINK, Link, LinkResolver, extract_links
+from reme_agent.engine.links import LINK, Link, LinkResolver, extract_links, link_key
 from reme_agent.engine.names import LinkNames, link_names, note_title, resolver_over
 from reme_agent.engine.parser import normalize_eol, split_note
 from reme_agent.engine.store import decode_text, stamp_of
@@ -122,6 +122,17 @@ def _refs_of(store: FileStore, meta: NoteMeta | None) -> list[Link]:
     return [x for x in extract_links(body, refs=True) if x.kind != LINK]
 
 
+def _keys_of(targets: Iterable[str]) -> frozenset[str] | None:
+    """The `link_key`s of these targets, or None when one has none (checked always)."""
+    keys = set()
+    for target in targets:
+        key = link_key(target)
+        if key is None:
+            return None
+        keys.add(key)
+    return frozenset(keys)
+
+
 def _stat(store: FileStore, path: str) -> tuple[int, int] | None:
     try:
         st = store.resolve(path).stat()
@@ -147,6 +158,7 @@ class VaultView:
             p: note_meta(store, p, rows.get(p), stats.get(p), max_bytes)
             for p in self.files if p.lower().endswith(exts)}
         self._refs: dict[str, list[Link]] = {}
+        self._keys: dict[str, frozenset[str] | None] = {}
 
     def refs(self, path: str) -> list[Link]:
         """The embeds and Markdown links of a note's body, read from its file once per view
@@ -155,6 +167,21 @@ class VaultView:
         if found is None:
             found = self._refs[path] = _refs_of(self.store, self.notes.get(path))
         return found
+
+    def names_any(self, path: str, keys: set[str]) -> bool:
+        """Whether a link or reference of the note at `path` has a `link_key` in `keys`, or
+        one no key can say (`[[../]]`): the notes a change of those names may touch."""
+        if not keys:
+            return False
+        found = self._keys.get(path, False)
+        if found is False:
+            meta = self.notes.get(path)
+            found = _keys_of([x.target for x in meta.links] if meta else [])
+            if found is not None:
+                refs = _keys_of([x.target for x in self.refs(path)])
+                found = None if refs is None else found | refs
+            self._keys[path] = found
+        return found is None or not found.isdisjoint(keys)
 
     @cached_property
     def resolver(self) -> LinkResolver:
@@ -181,17 +208,48 @@ class VaultView:
         """The resolver once a planned change is applied: `path_map` renames (old -> new; a
         target already present means the old file is merged into it), `aliases` replace
         some notes' aliases, `added` are new files (path -> aliases), `removed` are gone,
-        `frontmatters` replace some notes' frontmatter (their aliases and redirects)."""
+        `frontmatters` replace some notes' frontmatter (their aliases and redirects).
+
+        Derived from `resolver` (`LinkResolver.derive`): only the paths the change names
+        are written, so its cost follows the change, not the vault."""
         gone = set(removed)
-        names: dict[str, LinkNames] = {}
-        for p, m in self.notes.items():
-            names[path_map.get(p, p)] = link_names(m.frontmatter)
-        for p, fm in (frontmatters or {}).items():
-            names[p] = link_names(fm)
-        for p, a in (aliases or {}).items():
-            names[p] = LinkNames(list(a), names[p].redirects if p in names else [])
-        for p, a in (added or {}).items():
-            names[p] = LinkNames(list(a), [])
-        files = ({path_map.get(p, p) for p in self.files} | set(added or {})) - gone
-        return LinkResolver(sorted(files), {p: names[p].aliases for p in files if p in names},
-                            {p: names[p].redirects for p in files if p in names})
+        renamed = {p: t for p, t in path_map.items() if p in self._file_set}
+        touched = set(path_map) | set(path_map.values()) | gone | set(aliases or {}) | set(
+            added or {}) | set(frontmatters or {})
+        into: dict[str, list[str]] = {}    # new path -> notes whose names go there
+        for p, t in renamed.items():
+            if p in self.notes:
+                into.setdefault(t, []).append(p)
+        order = self._order(into)
+        add: dict[str, tuple[list[str], list[str]]] = {}
+        for x in touched:
+            present = x not in gone and (
+                x in (added or {}) or x in into or any(t == x for t in renamed.values())
+                or (x in self._file_set and renamed.get(x, x) == x))
+            if not present:
+                continue
+            sources = into.get(x, [])
+            if x in self.notes and renamed.get(x, x) == x:
+                sources = [x, *sources]
+            names = (link_names(self.notes[max(sources, key=order)].frontmatter)
+                     if sources else None)
+            if frontmatters and x in frontmatters:
+                names = link_names(frontmatters[x])
+            if aliases and x in aliases:
+                names = LinkNames(list(aliases[x]), names.redirects if names else [])
+            if added and x in added:
+                names = LinkNames(list(added[x]), [])
+            add[x] = (names.aliases, names.redirects) if names else ([], [])
+        return self.resolver.derive(touched, add)
+
+    def _order(self, into: Mapping[str, list[str]]) -> Callable[[str], int]:
+        """Where each note sits in `notes`: when several notes' names land on one path (a
+        merge), the one listed last gives them, as the whole rebuild did."""
+        if not any(len(v) > 1 or t in self.notes for t, v in into.items()):
+            return lambda p: 0
+        where = {p: i for i, p in enumerate(self.notes)}
+        return where.__getitem__
+
+    @cached_property
+    def _file_set(self) -> frozenset[str]:
+        return frozenset(self.files)
