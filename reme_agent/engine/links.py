@@ -858,14 +858,15 @@ class LinkResolver:
 
     def derive(self, remove: Iterable[str] = (),
                add: Mapping[str, tuple[Iterable[str], Iterable[str]]] | None = None,
-               ) -> LinkResolver:
+               *, remember: bool = True) -> LinkResolver:
         """A new resolver: this one without `remove`, plus `add` (path -> (aliases,
         redirects), replacing a known path's names). This one is left as it is.
 
         Why: a plan needs the resolver before and after its change, and building one walks
         every file (~0.25 s at 10k). The copy shares every index set the change does not
         touch (copied dicts, sets copied only where written), and remembers what changed,
-        so `changed_keys` need not compare the two resolvers whole.
+        so `changed_keys` need not compare the two resolvers whole (`remember=False`: a
+        resolver kept for later derives must not keep its whole line of bases alive).
         """
         add = dict(add or {})
         new = object.__new__(LinkResolver)
@@ -895,7 +896,7 @@ class LinkResolver:
             new.remove(path)
         for path, (aliases, redirects) in add.items():
             new.add(path, aliases, redirects)
-        new._base = (self, frozenset(touched))
+        new._base = (self, frozenset(touched)) if remember else None
         return new
 
     def keys_of(self, path: str) -> set[str]:

@@ -96,12 +96,13 @@ def retarget(tx: Transaction, view: VaultView, path_map: Mapping[str, str], afte
     for path in forced:
         keys |= view.resolver.keys_of(path)
     changed: dict[str, int] = {}
-    for source, meta in view.notes.items():
+    for source in view.notes:   # paths only: a note's NoteMeta is made when it is checked
         if source in excluded or (skip is not None and skip(source)):
             continue
         new_source = path_map.get(source, source)
         if new_source == source and not view.names_any(source, keys):
             continue   # no link of it can resolve differently: nothing to check
+        meta = view.notes[source]
         if all(_keeps_meaning(link.target, source, new_source, view.resolver, after, path_map,
                               forced) for link in meta.links) and all(
                 _keeps_meaning(ref.target, source, new_source, view.resolver, after, path_map,

@@ -15,6 +15,7 @@ read from the file the first time a plan asks (measured in `bench/bench_move_ref
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -30,6 +31,7 @@ from reme_agent.errors import NoteNotFound, NotText, PathEscape
 if TYPE_CHECKING:
     from reme_agent.engine.state import FileRow
     from reme_agent.engine.store import FileStore
+    from reme_agent.engine.viewmemo import Known, ViewMemo
 
 log = logging.getLogger("reme_agent.engine")
 
@@ -105,32 +107,37 @@ def note_meta(store: FileStore, path: str, row: FileRow | None = None,
                     stamp_of(data), size, mtime)
 
 
-def _refs_of(store: FileStore, meta: NoteMeta | None) -> list[Link]:
+def _refs_of(store: FileStore, meta: NoteMeta | None) -> tuple[list[Link], bool]:
+    """(refs, whether they come from the bytes `meta` describes: its stamp)."""
     if meta is None or meta.stamp is None:   # unreadable, or over the size limit: not read
-        return []
+        return [], True
     try:
         data = store.read_listed(meta.path)   # a path the view's listing holds
-        if data is None or (b"![[" not in data and b"](" not in data):   # most notes
-            return []
+        if data is None:
+            return [], False
+        current = stamp_of(data) == meta.stamp
+        if b"![[" not in data and b"](" not in data:   # most notes
+            return [], current
         text = normalize_eol(decode_text(data, meta.path).removeprefix("\ufeff"))
     except (OSError, NotText, NoteNotFound, PathEscape):
-        return []
+        return [], False
     # The body as `split_note` cuts it, without loading the YAML again: a note whose
     # frontmatter was refused (`meta.error`) is all body, as the indexer reads it.
     found = None if meta.error else HANDLER.locate(text)
     body = text[found[2]:] if found is not None else text
-    return [x for x in extract_links(body, refs=True) if x.kind != LINK]
+    return [x for x in extract_links(body, refs=True) if x.kind != LINK], current
 
 
-def _keys_of(targets: Iterable[str]) -> frozenset[str] | None:
-    """The `link_key`s of these targets, or None when one has none (checked always)."""
+def _keys_of(targets: Iterable[str]) -> tuple[str, ...] | None:
+    """The `link_key`s of these targets (interned: a memo holds them for every note), or
+    None when one has none (such a note is checked always)."""
     keys = set()
     for target in targets:
         key = link_key(target)
         if key is None:
             return None
-        keys.add(key)
-    return frozenset(keys)
+        keys.add(sys.intern(key))
+    return tuple(keys)
 
 
 def _stat(store: FileStore, path: str) -> tuple[int, int] | None:
@@ -148,24 +155,48 @@ class VaultView:
     over `max_bytes` is listed without frontmatter or links, as the indexer skips it.
     """
 
-    def __init__(self, store: FileStore, rows: Mapping[str, FileRow],
-                 extensions: Iterable[str], max_bytes: int | None = None) -> None:
+    def __init__(self, store: FileStore,
+                 rows: Mapping[str, FileRow] | Callable[[list[str]], Mapping[str, FileRow]],
+                 extensions: Iterable[str], max_bytes: int | None = None, *,
+                 memo: ViewMemo | None = None) -> None:
+        """`rows`: the index rows, or a function giving the rows of the paths it is asked
+        for; `memo`: what this process saw in earlier views (`engine.viewmemo`), so only
+        the notes changed since are read."""
         self.store = store
         exts = tuple(e.lower() for e in extensions)
-        self.files: list[str] = store.list()
-        stats = {p: (size, mtime) for p, size, mtime in store.scan(exts, skipped=[])}
-        self.notes: dict[str, NoteMeta] = {
-            p: note_meta(store, p, rows.get(p), stats.get(p), max_bytes)
-            for p in self.files if p.lower().endswith(exts)}
+        self._known: dict[str, Known] = {}
+        self.notes: Mapping[str, NoteMeta]
+        if memo is not None:
+            fetch = rows if callable(rows) else lambda paths: {
+                p: r for p in paths if (r := rows.get(p)) is not None}
+
+            def make(p: str, row: FileRow | None, stat: tuple[int, int] | None) -> NoteMeta:
+                return note_meta(store, p, row, stat, max_bytes)
+
+            self.files, self.notes, resolver, self._known = memo.refresh(store, exts, fetch, make)
+            self.__dict__["resolver"] = resolver
+        else:
+            self.files = store.list()
+            every = rows(self.files) if callable(rows) else rows
+            stats = {p: (size, mtime) for p, size, mtime in store.scan(exts, skipped=[])}
+            self.notes = {p: note_meta(store, p, every.get(p), stats.get(p), max_bytes)
+                          for p in self.files if p.lower().endswith(exts)}
         self._refs: dict[str, list[Link]] = {}
-        self._keys: dict[str, frozenset[str] | None] = {}
+        self._keys: dict[str, tuple[str, ...] | None] = {}
 
     def refs(self, path: str) -> list[Link]:
         """The embeds and Markdown links of a note's body, read from its file once per view
         ([] for a file that could not be read or is over the size limit, as for links)."""
         found = self._refs.get(path)
         if found is None:
-            found = self._refs[path] = _refs_of(self.store, self.notes.get(path))
+            known = self._known.get(path)
+            if known is not None and known.refs is not None:
+                found = known.refs
+            else:
+                found, current = _refs_of(self.store, self.notes.get(path))
+                if known is not None and current:
+                    known.refs = found   # read from the bytes this entry describes
+            self._refs[path] = found
         return found
 
     def names_any(self, path: str, keys: set[str]) -> bool:
@@ -175,13 +206,19 @@ class VaultView:
             return False
         found = self._keys.get(path, False)
         if found is False:
-            meta = self.notes.get(path)
-            found = _keys_of([x.target for x in meta.links] if meta else [])
-            if found is not None:
-                refs = _keys_of([x.target for x in self.refs(path)])
-                found = None if refs is None else found | refs
+            known = self._known.get(path)
+            if known is not None and known.keys is not False:
+                found = known.keys
+            else:
+                meta = self.notes.get(path)
+                found = _keys_of([x.target for x in meta.links] if meta else [])
+                if found is not None:
+                    refs = _keys_of([x.target for x in self.refs(path)])
+                    found = None if refs is None else tuple({*found, *refs})
+                if known is not None:
+                    known.keys = found
             self._keys[path] = found
-        return found is None or not found.isdisjoint(keys)
+        return found is None or not keys.isdisjoint(found)
 
     @cached_property
     def resolver(self) -> LinkResolver:
