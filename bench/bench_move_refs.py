@@ -10,7 +10,8 @@ notes holding an embed, a Markdown link and image and `--web` an external link, 
   link and read for refs; the after-resolver rebuilt over every file), switched back on in
   this process; `cold`: the new code with the process's view memo emptied first (what a
   one-shot CLI call or the first move of a server pays); `warm`: the new code as a
-  long-lived process (MCP server, agent) runs it.
+  long-lived process (MCP server, agent) runs it;
+- the plan alone (view + link rewrites, no commit, no re-index) in the same three modes.
 
     .venv/bin/python bench/bench_move_refs.py --notes 1000 10000 --rounds 5
 """
@@ -35,6 +36,8 @@ from reme_agent.config import Settings  # noqa: E402
 from reme_agent.engine import view as view_mod  # noqa: E402
 from reme_agent.engine.links import LinkResolver  # noqa: E402
 from reme_agent.engine.names import LinkNames, link_names  # noqa: E402
+from reme_agent.engine.retarget import plan_move  # noqa: E402
+from reme_agent.engine.transaction import Transaction  # noqa: E402
 from reme_agent.toolkit.files import move  # noqa: E402
 from reme_agent.vault import Vault, open_vault  # noqa: E402
 
@@ -140,6 +143,15 @@ def bench(n: int, args: argparse.Namespace) -> None:
                     result = move(vault, a, b)
                     xs.append(time.perf_counter() - t)
                     links.add(sum(r["links"] for r in result.data["rewritten"]))
+    plans: dict[str, list[float]] = {"before": [], "cold": [], "warm": []}
+    for _ in range(args.rounds):
+        for mode, xs in plans.items():
+            with before() if mode == "before" else contextlib.nullcontext():
+                if mode == "cold":
+                    vault._view_memo.clear()
+                t = time.perf_counter()
+                plan_move(Transaction(vault.store), vault.view(), src, dst, alias_bare=False)
+                xs.append(time.perf_counter() - t)
     vault.close()
 
     def row(name: str, xs: list[float]) -> str:
@@ -151,6 +163,8 @@ def bench(n: int, args: argparse.Namespace) -> None:
     print(row("before: refs scan, every note", scan_s))
     for mode, xs in times.items():
         print(row(f"move, {mode}", xs))
+    for mode, xs in plans.items():
+        print(row(f"plan only (view + links, no commit or re-index), {mode}", xs))
 
 
 def main() -> None:

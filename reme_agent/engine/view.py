@@ -10,6 +10,8 @@ The resolver knows every file (a link to an image or a PDF is not dangling) plus
 aliases; `after` gives the resolver a planned rename or removal would leave behind.
 A note's embeds and Markdown links (`refs`) are not edges and not in the index: they are
 read from the file the first time a plan asks (measured in `bench/bench_move_refs.py`).
+Built with a `ViewMemo` (`Vault.view`), a view reads only the notes changed since the
+process's last view, and makes a note's `NoteMeta` only when asked (`engine.viewmemo`).
 """
 
 from __future__ import annotations
@@ -215,8 +217,8 @@ class VaultView:
                 if found is not None:
                     refs = _keys_of([x.target for x in self.refs(path)])
                     found = None if refs is None else tuple({*found, *refs})
-                if known is not None:
-                    known.keys = found
+                if known is not None and (found is None or known.refs is not None):
+                    known.keys = found   # refs read from the bytes the entry describes
             self._keys[path] = found
         return found is None or not keys.isdisjoint(found)
 
