@@ -107,7 +107,7 @@ def test_after_is_the_whole_rebuild_and_the_key_filter_misses_no_touched_note(tm
     store = FileStore(root)
     view = VaultView(store, {}, EXT)
     notes = [f for f in files if f.endswith(".md")]
-    kind = rng.choice(["move", "merge", "add", "remove", "aliases", "frontmatter"])
+    kind = rng.choice(["move", "folder", "merge", "add", "remove", "aliases", "frontmatter"])
     path_map: dict[str, str] = {}
     kwargs: dict = {}
     forced: set[str] = set()
@@ -119,6 +119,10 @@ def test_after_is_the_whole_rebuild_and_the_key_filter_misses_no_touched_note(tm
         if dst in files:
             dst = "fresh/" + dst
         path_map = {src: dst}
+    elif kind == "folder":   # a folder moved whole (a daily workspace and its materials)
+        folder = rng.choice(["k", "k/sub", "sub", "notes"])
+        to = rng.choice(["moved", "k/sub/deeper", "archive/k"])
+        path_map = {f: to + f[len(folder):] for f in files if f.startswith(folder + "/")}
     elif kind == "merge":
         loser, winner = rng.sample(notes, 2)
         path_map = {loser: winner}
