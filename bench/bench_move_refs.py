@@ -8,9 +8,10 @@ notes holding an embed, a Markdown link and image and `--web` an external link, 
 - whole `move` calls (there and back), medians over interleaved rounds, in three modes:
   `before`: the planning as it was (a view built whole, no memo; every note checked link by
   link and read for refs; the after-resolver rebuilt over every file), switched back on in
-  this process; `cold`: the new code with the process's view memo emptied first (what a
-  one-shot CLI call or the first move of a server pays); `warm`: the new code as a
-  long-lived process (MCP server, agent) runs it;
+  this process; `cold`: the new code with the process's view memo emptied first (the
+  first move on a vault no process has saved a memo for); `next process`: a new memo
+  reading the one saved before (a one-shot CLI call after an earlier one); `warm`: the
+  new code as a long-lived process (MCP server, agent) runs it;
 - the plan alone (view + link rewrites, no commit, no re-index) in the same three modes.
 
     .venv/bin/python bench/bench_move_refs.py --notes 1000 10000 --rounds 5
@@ -38,6 +39,7 @@ from reme_agent.engine.links import LinkResolver  # noqa: E402
 from reme_agent.engine.names import LinkNames, link_names  # noqa: E402
 from reme_agent.engine.retarget import plan_move  # noqa: E402
 from reme_agent.engine.transaction import Transaction  # noqa: E402
+from reme_agent.engine.viewmemo import MEMO_FILE, ViewMemo  # noqa: E402
 from reme_agent.toolkit.files import move  # noqa: E402
 from reme_agent.vault import Vault, open_vault  # noqa: E402
 
@@ -103,6 +105,21 @@ def before() -> Iterator[None]:
         Vault.view, view_mod.VaultView.names_any, view_mod.VaultView.after = saved
 
 
+MODES = ("before", "cold", "next process", "warm")
+
+
+def fresh_memo(vault: Vault, mode: str) -> None:
+    """`cold`: the memo emptied; `next process`: a new memo reading what this one saved
+    (a one-shot CLI call after an earlier one), with no folder listings or resolver."""
+    if mode == "cold":
+        vault._view_memo.clear()
+    elif mode == "next process":
+        vault._view_memo._dirty = True
+        vault._view_memo.save()
+        vault._view_memo = ViewMemo(vault._read_view_memo,
+                                    lambda data: vault.store.write_internal(MEMO_FILE, data))
+
+
 def bench(n: int, args: argparse.Namespace) -> None:
     root = args.work / f"v{n}"
     if root.exists() and not args.keep:
@@ -131,24 +148,22 @@ def bench(n: int, args: argparse.Namespace) -> None:
 
     src = paths[len(paths) // 2]
     dst = src.replace(".md", "-moved.md")
-    times: dict[str, list[float]] = {"before": [], "cold": [], "warm": []}
+    times: dict[str, list[float]] = {m: [] for m in MODES}
     links = set()
     for _ in range(args.rounds):
         for mode, xs in times.items():
             with before() if mode == "before" else contextlib.nullcontext():
                 for a, b in ((src, dst), (dst, src)):
-                    if mode == "cold":
-                        vault._view_memo.clear()
+                    fresh_memo(vault, mode)
                     t = time.perf_counter()
                     result = move(vault, a, b)
                     xs.append(time.perf_counter() - t)
                     links.add(sum(r["links"] for r in result.data["rewritten"]))
-    plans: dict[str, list[float]] = {"before": [], "cold": [], "warm": []}
+    plans: dict[str, list[float]] = {m: [] for m in MODES}
     for _ in range(args.rounds):
         for mode, xs in plans.items():
             with before() if mode == "before" else contextlib.nullcontext():
-                if mode == "cold":
-                    vault._view_memo.clear()
+                fresh_memo(vault, mode)
                 t = time.perf_counter()
                 plan_move(Transaction(vault.store), vault.view(), src, dst, alias_bare=False)
                 xs.append(time.perf_counter() - t)

@@ -23,6 +23,9 @@ A note's full `NoteMeta` is made only when something asks for it (`VaultView.not
 
 from __future__ import annotations
 
+import json
+import logging
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -38,9 +41,19 @@ if TYPE_CHECKING:
     from reme_agent.engine.store import FileStore, FolderListing
     from reme_agent.engine.view import NoteMeta
 
-__all__ = ["Known", "LazyNotes", "ViewMemo"]
+__all__ = ["MEMO_FILE", "SAVE_EVERY", "Known", "LazyNotes", "ViewMemo"]
 
+log = logging.getLogger("reme_agent.engine")
+
+MEMO_FILE = "viewmemo.json"
+"""In the vault's internal folder (`.reme/`, or a read-only vault's cache)."""
+SAVE_EVERY = 60.0
+_VERSION = 1
 _NO_NAMES = LinkNames([], [])
+
+
+def _strings(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(x, str) for x in value)
 
 
 @dataclass(slots=True)
@@ -102,19 +115,82 @@ class ViewMemo:
     """Per `Vault`: the folder listings, the notes as last seen, and the resolver over them.
 
     Views are built one at a time through it (its lock), so the resolver it keeps always
-    matches the files and names it keeps."""
+    matches the files and names it keeps. With `load`/`save` (the Vault wires
+    `<internal>/viewmemo.json`), the notes' entries outlive the process: a one-shot CLI call
+    starts from what the last process saw (`save` on close, and at most every
+    `SAVE_EVERY` seconds while views are built). Entries are keyed by stat, so one saved by
+    any process is valid for any other; a file that cannot be read or parsed is ignored.
+    """
 
-    def __init__(self) -> None:
+    def __init__(self, load: Callable[[], bytes | None] | None = None,
+                 save: Callable[[bytes], object] | None = None) -> None:
         self.lock = threading.Lock()
         self.listings: dict[str, FolderListing] = {}
         self.notes: dict[str, Known] = {}
         self._resolver: LinkResolver | None = None
         self._files: frozenset[str] = frozenset()
         self._names: dict[str, LinkNames] = {}     # notes with names, as in `_resolver`
+        self._load, self._save = load, save
+        self._restored = load is None
+        self._dirty = False      # entries came or went since the last save
+        self._keyed = 0          # entries with keys at the last save (or restore)
+        self._saved_at = time.monotonic()
 
     def clear(self) -> None:
+        """Forget everything (the saved file is not read again by this memo)."""
         with self.lock:
             self.listings, self.notes, self._resolver = {}, {}, None
+            self._restored = True
+
+    def save(self) -> None:
+        """Write the entries for the next process, if a view was built since the last save
+        (a failure is logged: it is a cache)."""
+        with self.lock:
+            self._write()
+
+    def _write(self) -> None:
+        # Written only when entries came or went, or keys were filled in since the last save:
+        # a call that changed nothing costs no write (~45 ms at 10k notes).
+        keyed = sum(1 for e in self.notes.values() if e.keys is not False)
+        if not self._dirty and keyed == self._keyed:
+            return
+        if self._save is None:
+            return
+        self._keyed = keyed
+        rows = [[p, e.size, e.mtime_ns, e.names.aliases, e.names.redirects,
+                 list(e.keys) if isinstance(e.keys, tuple) else e.keys]
+                for p, e in self.notes.items()]
+        try:
+            self._save(json.dumps({"version": _VERSION, "notes": rows}, ensure_ascii=False,
+                                  separators=(",", ":")).encode("utf-8"))
+        except Exception as exc:   # a read-only cache folder, a full disk: next time
+            log.info("view memo not saved: %s", exc)
+        self._dirty = False
+        self._saved_at = time.monotonic()
+
+    def _restore(self) -> None:
+        self._restored = True
+        try:
+            raw = self._load() if self._load is not None else None
+            if not raw:
+                return
+            data = json.loads(raw)
+            if not isinstance(data, dict) or data.get("version") != _VERSION:
+                return
+            notes: dict[str, Known] = {}
+            for path, size, mtime, aliases, redirects, keys in data["notes"]:
+                if not (isinstance(path, str) and type(size) is int and type(mtime) is int
+                        and _strings(aliases) and _strings(redirects)
+                        and (keys is None or keys is False or _strings(keys))):
+                    return   # not what this code writes: use none of it
+                names = LinkNames(aliases, redirects) if aliases or redirects else _NO_NAMES
+                notes[path] = Known(size, mtime, names, keys if keys is None or keys is False
+                                    else tuple(sys.intern(k) for k in keys))
+        except Exception as exc:   # unreadable, truncated, another format: start empty
+            log.info("view memo not read: %s", exc)
+            return
+        self.notes = notes
+        self._keyed = sum(1 for e in notes.values() if e.keys is not False)
 
     def refresh(self, store: FileStore, exts: tuple[str, ...],
                 rows: Callable[[list[str]], Mapping[str, FileRow]],
@@ -132,6 +208,10 @@ class ViewMemo:
                  rows: Callable[[list[str]], Mapping[str, FileRow]],
                  make: Callable[[str, FileRow | None, tuple[int, int] | None], NoteMeta],
                  ) -> tuple[list[str], LazyNotes, LinkResolver, dict[str, Known]]:
+        if not self._restored:
+            self._restore()
+        if time.monotonic() - self._saved_at > SAVE_EVERY:
+            self._write()   # what earlier views learned (keys are filled in after a view)
         found, self.listings = store.scan_cached(("",), self.listings, None)
         files = sorted(p for p, _, _ in found)
         stats = {p: (size, mtime) for p, size, mtime in found if p.lower().endswith(exts)}
@@ -173,5 +253,7 @@ class ViewMemo:
                 p: (n.aliases, n.redirects) for p in changed if p in file_set
                 for n in [names.get(p, _NO_NAMES)]}, remember=False)
         self._resolver, self._files, self._names = resolver, file_set, names
+        if len(known) != len(old) or any(old.get(p) is not e for p, e in known.items()):
+            self._dirty = True
         self.notes = known
         return files, LazyNotes(paths, dict(made), build), resolver, known

@@ -185,3 +185,50 @@ def test_lazy_notes_give_what_an_eager_view_gives(vault):
         (p, m.links, m.frontmatter) for p, m in eager.notes.items()]
     with pytest.raises(KeyError):
         lazy.notes["nope.md"]
+
+
+def test_the_next_process_starts_from_the_saved_memo(tmp_path):
+    """A one-shot call (a CLI `move`) reads only the notes changed since the last process
+    closed its vault; a hand edit in between is read; a damaged file is ignored."""
+    root = tmp_path / "v"
+    for i in range(15):
+        _write(root, f"n{i}.md", f"[[n{(i + 1) % 15}]] ![[n{(i + 4) % 15}]]\n")
+    settings = Settings(embedder={"name": "hash"}, index={"progress": False})
+    with open_vault(root, settings, create=True) as first:
+        view = first.view()
+        assert not any(view.names_any(p, {"zz"}) for p in view.notes)   # keys of every note
+    assert (first.internal / "viewmemo.json").is_file()
+    _write(root, "n3.md", "[[n9]] and [[n12]]\n")   # by hand, between the two processes
+
+    with open_vault(root, settings) as second:
+        reads: list[str] = []
+        real = second.store.read_listed
+        second.store.read_listed = lambda rel: reads.append(rel) or real(rel)
+        result = move(second, "n12.md", "twelve.md")
+        assert {r["path"] for r in result.data["rewritten"]} == {"n11.md", "n3.md", "n8.md"}
+        assert set(reads) <= {"n12.md", "n3.md", "n11.md", "n8.md"}   # the moved and candidates
+    assert "[[twelve]]" in (root / "n3.md").read_text()
+
+    (second.internal / "viewmemo.json").write_text('{"version": 1, "notes": [["n1.md", "x"')
+    with open_vault(root, settings) as third:
+        result = move(third, "twelve.md", "n12.md")
+        assert {r["path"] for r in result.data["rewritten"]} == {"n11.md", "n3.md", "n8.md"}
+
+
+def test_a_call_that_learned_nothing_does_not_rewrite_the_memo(tmp_path):
+    root = tmp_path / "v"
+    for i in range(5):
+        _write(root, f"n{i}.md", f"[[n{(i + 1) % 5}]]\n")
+    settings = Settings(embedder={"name": "hash"}, index={"progress": False})
+    with open_vault(root, settings, create=True) as first:
+        view = first.view()
+        view.names_any("n1.md", {"n2"})
+    saved = first.internal / "viewmemo.json"
+    before = saved.stat().st_mtime_ns
+    with open_vault(root, settings) as second:
+        second.view().names_any("n1.md", {"n2"})   # known already
+    assert saved.stat().st_mtime_ns == before
+    with open_vault(root, settings) as third:
+        view = third.view()
+        assert all(view.names_any(p, {"n2"}) in (True, False) for p in view.notes)
+    assert saved.stat().st_mtime_ns != before   # keys of four more notes were learned
