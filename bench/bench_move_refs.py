@@ -1,24 +1,32 @@
-"""What finding embeds and Markdown links costs a `move` (link forms on move, 2026-12-02).
+"""What a `move` costs at 1k-10k notes, before and after the move-speed work (session 7).
 
-Embeds (``![[x]]``) and Markdown links (``[t](x.md)``) are not edges, so the index does not
-hold them; a `move` reads them from the files (`VaultView.refs`). This bench prints, on one
-generated vault (word-list text, hash embedder):
+On one generated vault per size (word-list text, hash embedder), with `--share` of the
+notes holding an embed, a Markdown link and image and `--web` an external link, it prints:
 
-- the view a move builds anyway (a stat per file, index rows);
-- the refs scan over every note (read, byte prefilter, parse of the notes that may hold one);
-- whole `move` calls (there and back), with the scan and with it switched off, interleaved.
+- the pieces a move used to pay whole: building the view (every folder, stat, index rows),
+  the refs scan (every note read for embeds and Markdown links);
+- whole `move` calls (there and back), medians over interleaved rounds, in three modes:
+  `before`: the planning as it was (a view built whole, no memo; every note checked link by
+  link and read for refs; the after-resolver rebuilt over every file), switched back on in
+  this process; `cold`: the new code with the process's view memo emptied first (the
+  first move on a vault no process has saved a memo for); `next process`: a new memo
+  reading the one saved before (a one-shot CLI call after an earlier one); `warm`: the
+  new code as a long-lived process (MCP server, agent) runs it;
+- the plan alone (view + link rewrites, no commit, no re-index) in the same three modes.
 
-    .venv/bin/python bench/bench_move_refs.py --notes 10000
+    .venv/bin/python bench/bench_move_refs.py --notes 1000 10000 --rounds 5
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import shutil
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -27,8 +35,13 @@ from generate import generate_vault  # noqa: E402
 
 from reme_agent.config import Settings  # noqa: E402
 from reme_agent.engine import view as view_mod  # noqa: E402
+from reme_agent.engine.links import LinkResolver  # noqa: E402
+from reme_agent.engine.names import LinkNames, link_names  # noqa: E402
+from reme_agent.engine.retarget import plan_move  # noqa: E402
+from reme_agent.engine.transaction import Transaction  # noqa: E402
+from reme_agent.engine.viewmemo import MEMO_FILE, ViewMemo  # noqa: E402
 from reme_agent.toolkit.files import move  # noqa: E402
-from reme_agent.vault import open_vault  # noqa: E402
+from reme_agent.vault import Vault, open_vault  # noqa: E402
 
 
 def add_refs(root: Path, paths: list[str], share: float, web: float, seed: int) -> int:
@@ -57,60 +70,129 @@ def timed(fn) -> float:
     return time.perf_counter() - t
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--notes", type=int, default=10000)
-    ap.add_argument("--share", type=float, default=0.1, help="notes holding embeds/Markdown links")
-    ap.add_argument("--web", type=float, default=0.3, help="notes holding an external link")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--work", type=Path, default=Path("bench/out/move_refs"))
-    args = ap.parse_args()
+def _whole_after(self, path_map, aliases=None, added=None, removed=(), frontmatters=None):
+    """`VaultView.after` as it was: a resolver built over every file."""
+    gone = set(removed)
+    names: dict[str, LinkNames] = {}
+    for p, m in self.notes.items():
+        names[path_map.get(p, p)] = link_names(m.frontmatter)
+    for p, fm in (frontmatters or {}).items():
+        names[p] = link_names(fm)
+    for p, a in (aliases or {}).items():
+        names[p] = LinkNames(list(a), names[p].redirects if p in names else [])
+    for p, a in (added or {}).items():
+        names[p] = LinkNames(list(a), [])
+    files = ({path_map.get(p, p) for p in self.files} | set(added or {})) - gone
+    return LinkResolver(sorted(files), {p: names[p].aliases for p in files if p in names},
+                        {p: names[p].redirects for p in files if p in names})
 
-    root = args.work / f"v{args.notes}"
-    if root.exists():
+
+@contextlib.contextmanager
+def before() -> Iterator[None]:
+    """The planning as it was before session 7, in this process."""
+    saved = Vault.view, view_mod.VaultView.names_any, view_mod.VaultView.after
+
+    def whole_view(self: Vault) -> view_mod.VaultView:
+        return view_mod.VaultView(self.store, self.index_rows(), self.settings.index.extensions,
+                                  self.settings.index.max_file_bytes)
+
+    Vault.view = whole_view
+    view_mod.VaultView.names_any = lambda self, path, keys: True   # every note checked
+    view_mod.VaultView.after = _whole_after
+    try:
+        yield
+    finally:
+        Vault.view, view_mod.VaultView.names_any, view_mod.VaultView.after = saved
+
+
+MODES = ("before", "cold", "next process", "warm")
+
+
+def fresh_memo(vault: Vault, mode: str) -> None:
+    """`cold`: the memo emptied; `next process`: a new memo reading what this one saved
+    (a one-shot CLI call after an earlier one), with no folder listings or resolver."""
+    if mode == "cold":
+        vault._view_memo.clear()
+    elif mode == "next process":
+        vault._view_memo._dirty = True
+        vault._view_memo.save()
+        vault._view_memo = ViewMemo(vault._read_view_memo,
+                                    lambda data: vault.store.write_internal(MEMO_FILE, data))
+
+
+def bench(n: int, args: argparse.Namespace) -> None:
+    root = args.work / f"v{n}"
+    if root.exists() and not args.keep:
         shutil.rmtree(root)
-    paths = generate_vault(root, args.notes)
-    with_refs = add_refs(root, paths, args.share, args.web, seed=11)
+    if not root.exists():
+        paths = generate_vault(root, n)
+        with_refs = add_refs(root, paths, args.share, args.web, seed=11)
+    else:
+        paths, with_refs = sorted(str(p.relative_to(root)) for p in root.rglob("*.md")
+                                  if ".reme" not in p.parts), -1
     settings = Settings(embedder={"name": "hash"}, index={"progress": False})
     vault = open_vault(root, settings, create=True)
     t_index = timed(vault.index)
-    print(f"{args.notes} notes ({with_refs} with embeds/Markdown links), indexed in {t_index:.1f} s")
+    print(f"\n## {n} notes ({with_refs} with embeds/Markdown links; -1: vault kept), "
+          f"indexed in {t_index:.1f} s\n")
 
-    real_refs = view_mod.VaultView.refs
-    view_s, scan_s, found = [], [], 0
-    for _ in range(args.rounds):
-        t0 = time.perf_counter()
-        view = vault.view()
-        t1 = time.perf_counter()
-        found = sum(len(view.refs(p)) for p in view.notes)
-        t2 = time.perf_counter()
-        view_s.append(t1 - t0)
-        scan_s.append(t2 - t1)
+    with before():
+        view_s, scan_s = [], []
+        for _ in range(args.rounds):
+            t0 = time.perf_counter()
+            view = vault.view()
+            t1 = time.perf_counter()
+            sum(len(view.refs(p)) for p in view.notes)
+            view_s.append(t1 - t0)
+            scan_s.append(time.perf_counter() - t1)
 
-    src = paths[0]
+    src = paths[len(paths) // 2]
     dst = src.replace(".md", "-moved.md")
-    on, off = [], []
+    times: dict[str, list[float]] = {m: [] for m in MODES}
+    links = set()
     for _ in range(args.rounds):
-        for mode in ("on", "off"):
-            if mode == "off":
-                view_mod.VaultView.refs = lambda self, path: []   # the scan switched off
-            try:
-                there = timed(lambda: move(vault, src, dst))
-                back = timed(lambda: move(vault, dst, src))
-            finally:
-                view_mod.VaultView.refs = real_refs
-            (on if mode == "on" else off).extend([there, back])
+        for mode, xs in times.items():
+            with before() if mode == "before" else contextlib.nullcontext():
+                for a, b in ((src, dst), (dst, src)):
+                    fresh_memo(vault, mode)
+                    t = time.perf_counter()
+                    result = move(vault, a, b)
+                    xs.append(time.perf_counter() - t)
+                    links.add(sum(r["links"] for r in result.data["rewritten"]))
+    plans: dict[str, list[float]] = {m: [] for m in MODES}
+    for _ in range(args.rounds):
+        for mode, xs in plans.items():
+            with before() if mode == "before" else contextlib.nullcontext():
+                fresh_memo(vault, mode)
+                t = time.perf_counter()
+                plan_move(Transaction(vault.store), vault.view(), src, dst, alias_bare=False)
+                xs.append(time.perf_counter() - t)
     vault.close()
 
     def row(name: str, xs: list[float]) -> str:
         return f"| {name} | {statistics.median(xs) * 1000:.0f} | {max(xs) * 1000:.0f} |"
 
-    print(f"\n{found} references found in {len(paths)} notes\n")
+    print(f"moving {src} there and back ({sorted(links)} links rewritten per move)\n")
     print("| step | median ms | max ms |\n|---|---|---|")
-    print(row("build the view (every move)", view_s))
-    print(row("refs scan, every note", scan_s))
-    print(row("move with the refs scan", on))
-    print(row("move without it", off))
+    print(row("before: build the view (every move)", view_s))
+    print(row("before: refs scan, every note", scan_s))
+    for mode, xs in times.items():
+        print(row(f"move, {mode}", xs))
+    for mode, xs in plans.items():
+        print(row(f"plan only (view + links, no commit or re-index), {mode}", xs))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--notes", type=int, nargs="+", default=[1000, 10000])
+    ap.add_argument("--share", type=float, default=0.1, help="notes holding embeds/Markdown links")
+    ap.add_argument("--web", type=float, default=0.3, help="notes holding an external link")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--keep", action="store_true", help="reuse a vault generated before")
+    ap.add_argument("--work", type=Path, default=Path("bench/out/move_refs"))
+    args = ap.parse_args()
+    for n in args.notes:
+        bench(n, args)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from reme_agent.engine.store import FileStore
 from reme_agent.engine.transaction import Recovery, recover
 from reme_agent.engine.vaultroot import unusable_root
 from reme_agent.engine.view import NoteMeta, VaultView, note_meta, safe_rows
+from reme_agent.engine.viewmemo import MEMO_FILE, ViewMemo
 from reme_agent.engine.workdir import internal_dir
 from reme_agent.errors import VaultError, VaultNotFound
 
@@ -97,6 +98,9 @@ class Vault:
         self._queue: WorkQueue | None = None
         self._queue_lock = threading.Lock()
         self._on_close: list[Callable[[], object]] = []
+        # what earlier views (in this process or the last one) read, by (size, mtime) (G6)
+        self._view_memo = ViewMemo(self._read_view_memo,
+                                   lambda data: self.store.write_internal(MEMO_FILE, data))
 
     # -- lazily built parts ------------------------------------------------------------
     @cached_property
@@ -222,8 +226,16 @@ class Vault:
     def view(self) -> VaultView:
         """The vault as it is now (files, notes' names and links, a resolver): what a
         tool, a lint or a multi-file change plans against."""
-        return VaultView(self.store, self.index_rows(), self.settings.index.extensions,
-                         self.settings.index.max_file_bytes)
+        return VaultView(self.store, self._rows_at, self.settings.index.extensions,
+                         self.settings.index.max_file_bytes, memo=self._view_memo)
+
+    def _read_view_memo(self) -> bytes | None:
+        path = self.internal / MEMO_FILE
+        return path.read_bytes() if path.is_file() else None
+
+    def _rows_at(self, paths: list[str]) -> dict[str, FileRow]:
+        """The index rows of these paths ({} when the index cannot be read)."""
+        return safe_rows(lambda: self.state.files_at(paths))
 
     def note_meta(self, path: str, row: FileRow | None = None,
                   stat: tuple[int, int] | None = None) -> NoteMeta:
@@ -287,6 +299,7 @@ class Vault:
             except Exception as exc:  # closing must go on
                 log.warning("a close callback failed: %s", exc)
         self._closing.set()   # the warm-up thread stops before its next step
+        self._view_memo.save()   # a cache for the next process; never raises
         if "indexer" in self.__dict__:
             try:
                 self.indexer.save_snapshot()

@@ -13,6 +13,10 @@ stay as written. With `alias_bare=True` (merge, archive) a bare short link ``[[l
 also gets its old text as shown text, ``[[winner|loser]]``, so the sentence still reads the
 same; the `move` tool renames like Obsidian does (``[[Old]]`` -> ``[[New]]``).
 
+Only notes that can be touched are checked link by link: a note that stays where it is and
+has no link or reference whose `links.link_key` is among the keys the change touches
+(`links.changed_keys`) keeps every link's meaning (`VaultView.names_any`).
+
 Embeds (``![[x]]``) and Markdown links (``[t](x.md)``) are not edges, so the index does not
 hold them: `VaultView.refs` reads each note's from its file, and they are rewritten by the
 same rule (a Markdown link stays relative, absolute or a name, encoded as it was). A link
@@ -30,6 +34,7 @@ from reme_agent.engine.links import (
     Link,
     LinkResolver,
     NewTarget,
+    changed_keys,
     extract_links,
     rewrite_targets,
     target_key,
@@ -87,11 +92,17 @@ def retarget(tx: Transaction, view: VaultView, path_map: Mapping[str, str], afte
     """
     forced = frozenset(force)
     excluded = set(exclude)
+    keys = changed_keys(view.resolver, after)
+    for path in forced:
+        keys |= view.resolver.keys_of(path)
     changed: dict[str, int] = {}
-    for source, meta in view.notes.items():
+    for source in view.notes:   # paths only: a note's NoteMeta is made when it is checked
         if source in excluded or (skip is not None and skip(source)):
             continue
         new_source = path_map.get(source, source)
+        if new_source == source and not view.names_any(source, keys):
+            continue   # no link of it can resolve differently: nothing to check
+        meta = view.notes[source]
         if all(_keeps_meaning(link.target, source, new_source, view.resolver, after, path_map,
                               forced) for link in meta.links) and all(
                 _keeps_meaning(ref.target, source, new_source, view.resolver, after, path_map,

@@ -10,18 +10,21 @@ The resolver knows every file (a link to an image or a PDF is not dangling) plus
 aliases; `after` gives the resolver a planned rename or removal would leave behind.
 A note's embeds and Markdown links (`refs`) are not edges and not in the index: they are
 read from the file the first time a plan asks (measured in `bench/bench_move_refs.py`).
+Built with a `ViewMemo` (`Vault.view`), a view reads only the notes changed since the
+process's last view, and makes a note's `NoteMeta` only when asked (`engine.viewmemo`).
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from reme_agent.engine.codec import HANDLER
-from reme_agent.engine.links import LINK, Link, LinkResolver, extract_links
+from reme_agent.engine.links import LINK, Link, LinkResolver, extract_links, link_key
 from reme_agent.engine.names import LinkNames, link_names, note_title, resolver_over
 from reme_agent.engine.parser import normalize_eol, split_note
 from reme_agent.engine.store import decode_text, stamp_of
@@ -30,6 +33,7 @@ from reme_agent.errors import NoteNotFound, NotText, PathEscape
 if TYPE_CHECKING:
     from reme_agent.engine.state import FileRow
     from reme_agent.engine.store import FileStore
+    from reme_agent.engine.viewmemo import Known, ViewMemo
 
 log = logging.getLogger("reme_agent.engine")
 
@@ -105,21 +109,37 @@ def note_meta(store: FileStore, path: str, row: FileRow | None = None,
                     stamp_of(data), size, mtime)
 
 
-def _refs_of(store: FileStore, meta: NoteMeta | None) -> list[Link]:
+def _refs_of(store: FileStore, meta: NoteMeta | None) -> tuple[list[Link], bool]:
+    """(refs, whether they come from the bytes `meta` describes: its stamp)."""
     if meta is None or meta.stamp is None:   # unreadable, or over the size limit: not read
-        return []
+        return [], True
     try:
         data = store.read_listed(meta.path)   # a path the view's listing holds
-        if data is None or (b"![[" not in data and b"](" not in data):   # most notes
-            return []
+        if data is None:
+            return [], False
+        current = stamp_of(data) == meta.stamp
+        if b"![[" not in data and b"](" not in data:   # most notes
+            return [], current
         text = normalize_eol(decode_text(data, meta.path).removeprefix("\ufeff"))
     except (OSError, NotText, NoteNotFound, PathEscape):
-        return []
+        return [], False
     # The body as `split_note` cuts it, without loading the YAML again: a note whose
     # frontmatter was refused (`meta.error`) is all body, as the indexer reads it.
     found = None if meta.error else HANDLER.locate(text)
     body = text[found[2]:] if found is not None else text
-    return [x for x in extract_links(body, refs=True) if x.kind != LINK]
+    return [x for x in extract_links(body, refs=True) if x.kind != LINK], current
+
+
+def _keys_of(targets: Iterable[str]) -> tuple[str, ...] | None:
+    """The `link_key`s of these targets (interned: a memo holds them for every note), or
+    None when one has none (such a note is checked always)."""
+    keys = set()
+    for target in targets:
+        key = link_key(target)
+        if key is None:
+            return None
+        keys.add(sys.intern(key))
+    return tuple(keys)
 
 
 def _stat(store: FileStore, path: str) -> tuple[int, int] | None:
@@ -137,24 +157,70 @@ class VaultView:
     over `max_bytes` is listed without frontmatter or links, as the indexer skips it.
     """
 
-    def __init__(self, store: FileStore, rows: Mapping[str, FileRow],
-                 extensions: Iterable[str], max_bytes: int | None = None) -> None:
+    def __init__(self, store: FileStore,
+                 rows: Mapping[str, FileRow] | Callable[[list[str]], Mapping[str, FileRow]],
+                 extensions: Iterable[str], max_bytes: int | None = None, *,
+                 memo: ViewMemo | None = None) -> None:
+        """`rows`: the index rows, or a function giving the rows of the paths it is asked
+        for; `memo`: what this process saw in earlier views (`engine.viewmemo`), so only
+        the notes changed since are read."""
         self.store = store
         exts = tuple(e.lower() for e in extensions)
-        self.files: list[str] = store.list()
-        stats = {p: (size, mtime) for p, size, mtime in store.scan(exts, skipped=[])}
-        self.notes: dict[str, NoteMeta] = {
-            p: note_meta(store, p, rows.get(p), stats.get(p), max_bytes)
-            for p in self.files if p.lower().endswith(exts)}
+        self._known: dict[str, Known] = {}
+        self.notes: Mapping[str, NoteMeta]
+        if memo is not None:
+            fetch = rows if callable(rows) else lambda paths: {
+                p: r for p in paths if (r := rows.get(p)) is not None}
+
+            def make(p: str, row: FileRow | None, stat: tuple[int, int] | None) -> NoteMeta:
+                return note_meta(store, p, row, stat, max_bytes)
+
+            self.files, self.notes, resolver, self._known = memo.refresh(store, exts, fetch, make)
+            self.__dict__["resolver"] = resolver
+        else:
+            self.files = store.list()
+            every = rows(self.files) if callable(rows) else rows
+            stats = {p: (size, mtime) for p, size, mtime in store.scan(exts, skipped=[])}
+            self.notes = {p: note_meta(store, p, every.get(p), stats.get(p), max_bytes)
+                          for p in self.files if p.lower().endswith(exts)}
         self._refs: dict[str, list[Link]] = {}
+        self._keys: dict[str, tuple[str, ...] | None] = {}
 
     def refs(self, path: str) -> list[Link]:
         """The embeds and Markdown links of a note's body, read from its file once per view
         ([] for a file that could not be read or is over the size limit, as for links)."""
         found = self._refs.get(path)
         if found is None:
-            found = self._refs[path] = _refs_of(self.store, self.notes.get(path))
+            known = self._known.get(path)
+            if known is not None and known.refs is not None:
+                found = known.refs
+            else:
+                found, current = _refs_of(self.store, self.notes.get(path))
+                if known is not None and current:
+                    known.refs = found   # read from the bytes this entry describes
+            self._refs[path] = found
         return found
+
+    def names_any(self, path: str, keys: set[str]) -> bool:
+        """Whether a link or reference of the note at `path` has a `link_key` in `keys`, or
+        one no key can say (`[[../]]`): the notes a change of those names may touch."""
+        if not keys:
+            return False
+        found = self._keys.get(path, False)
+        if found is False:
+            known = self._known.get(path)
+            if known is not None and known.keys is not False:
+                found = known.keys
+            else:
+                meta = self.notes.get(path)
+                found = _keys_of([x.target for x in meta.links] if meta else [])
+                if found is not None:
+                    refs = _keys_of([x.target for x in self.refs(path)])
+                    found = None if refs is None else tuple({*found, *refs})
+                if known is not None and (found is None or known.refs is not None):
+                    known.keys = found   # refs read from the bytes the entry describes
+            self._keys[path] = found
+        return found is None or not keys.isdisjoint(found)
 
     @cached_property
     def resolver(self) -> LinkResolver:
@@ -181,17 +247,48 @@ class VaultView:
         """The resolver once a planned change is applied: `path_map` renames (old -> new; a
         target already present means the old file is merged into it), `aliases` replace
         some notes' aliases, `added` are new files (path -> aliases), `removed` are gone,
-        `frontmatters` replace some notes' frontmatter (their aliases and redirects)."""
+        `frontmatters` replace some notes' frontmatter (their aliases and redirects).
+
+        Derived from `resolver` (`LinkResolver.derive`): only the paths the change names
+        are written, so its cost follows the change, not the vault."""
         gone = set(removed)
-        names: dict[str, LinkNames] = {}
-        for p, m in self.notes.items():
-            names[path_map.get(p, p)] = link_names(m.frontmatter)
-        for p, fm in (frontmatters or {}).items():
-            names[p] = link_names(fm)
-        for p, a in (aliases or {}).items():
-            names[p] = LinkNames(list(a), names[p].redirects if p in names else [])
-        for p, a in (added or {}).items():
-            names[p] = LinkNames(list(a), [])
-        files = ({path_map.get(p, p) for p in self.files} | set(added or {})) - gone
-        return LinkResolver(sorted(files), {p: names[p].aliases for p in files if p in names},
-                            {p: names[p].redirects for p in files if p in names})
+        renamed = {p: t for p, t in path_map.items() if p in self._file_set}
+        touched = set(path_map) | set(path_map.values()) | gone | set(aliases or {}) | set(
+            added or {}) | set(frontmatters or {})
+        into: dict[str, list[str]] = {}    # new path -> notes whose names go there
+        for p, t in renamed.items():
+            if p in self.notes:
+                into.setdefault(t, []).append(p)
+        order = self._order(into)
+        add: dict[str, tuple[list[str], list[str]]] = {}
+        for x in touched:
+            present = x not in gone and (
+                x in (added or {}) or x in into or any(t == x for t in renamed.values())
+                or (x in self._file_set and renamed.get(x, x) == x))
+            if not present:
+                continue
+            sources = into.get(x, [])
+            if x in self.notes and renamed.get(x, x) == x:
+                sources = [x, *sources]
+            names = (link_names(self.notes[max(sources, key=order)].frontmatter)
+                     if sources else None)
+            if frontmatters and x in frontmatters:
+                names = link_names(frontmatters[x])
+            if aliases and x in aliases:
+                names = LinkNames(list(aliases[x]), names.redirects if names else [])
+            if added and x in added:
+                names = LinkNames(list(added[x]), [])
+            add[x] = (names.aliases, names.redirects) if names else ([], [])
+        return self.resolver.derive(touched, add)
+
+    def _order(self, into: Mapping[str, list[str]]) -> Callable[[str], int]:
+        """Where each note sits in `notes`: when several notes' names land on one path (a
+        merge), the one listed last gives them, as the whole rebuild did."""
+        if not any(len(v) > 1 or t in self.notes for t, v in into.items()):
+            return lambda p: 0
+        where = {p: i for i, p in enumerate(self.notes)}
+        return where.__getitem__
+
+    @cached_property
+    def _file_set(self) -> frozenset[str]:
+        return frozenset(self.files)
