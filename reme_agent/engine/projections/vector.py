@@ -511,9 +511,6 @@ class VectorProjection:
         """The collection changed or was switched: drop what this process copied of it."""
         self.cache.clear()
         self.flat.invalidate()
-        copy = getattr(self, "copy", None)   # `_attach` runs before the copy is made
-        if copy is not None:
-            copy.forget()
 
     def _flat_wanted(self) -> bool:
         """A store this process opened (a server's collection has writers we cannot follow),
@@ -1127,19 +1124,21 @@ class VectorProjection:
         """Stored vectors by id (float32, L2-normalised); unknown ids are left out.
 
         Lets recall score keyword-only candidates against the query without re-embedding.
-        A small collection's exact copy (`flat`) answers first; then the SQLite copy
-        (`vector_copy.py`, float16); ids it lacks (an index made before it, a write it
-        missed) come from `cache` (`vector_cache.py`) when this process read them before,
-        else from chroma (then cached). Treat them as read-only.
+        A small collection's exact copy (`flat`) answers first. Otherwise vectors this
+        process read before come from `cache` (`vector_cache.py`), the others from the SQLite
+        copy (`vector_copy.py`, float16), and ids it lacks (an index made before it, a write
+        it missed) from chroma; what was read is cached. Treat them as read-only.
         """
         copied = self.flat.vectors(ids)
         if copied is not None:
             return copied
-        wanted = list(dict.fromkeys(ids))
-        held = (self.copy.get(self.name, wanted, int(self.embedder.dim))
-                if self.copy is not None else {})
-        out, ids = self.cache.get_many([i for i in wanted if i not in held])
-        out.update(held)
+        out, ids = self.cache.get_many(dict.fromkeys(ids))
+        if ids and self.copy is not None:
+            held = self.copy.get(self.name, ids, int(self.embedder.dim))
+            if held:
+                self.cache.put_many(held, held.values())
+                out.update(held)
+                ids = [i for i in ids if i not in held]
         for s in range(0, len(ids), self._max_batch):
             got = self._call("get", ids=ids[s : s + self._max_batch],
                              include=["embeddings"])

@@ -3,12 +3,15 @@
 Why: recall scores the keyword-only candidates of a query by their stored vectors (the
 blend fusion needs every candidate on both sides). chromadb hands stored vectors back slowly:
 `get(ids, include=["embeddings"])` for 50 blocks took 2-9 ms on the 2-core bench machine,
-more than embedding the query, while the rest of the vector side is one ANN call.
+more than embedding the query, while the rest of the vector side is one ANN call. Since
+session 7 most come from the SQLite copy beside the store (`vector_copy.py`), which is
+faster but still ~10-13 µs of CPU a row inside a search, and 38% of the bench's reads at 10k
+ask for a row an earlier search read: this cache holds those too.
 
 A block id is derived from the block's path and embedded text (`engine.indexer.block_id`),
 so the vector of an id does not change while the collection (one per embedder) stays the
-same: entries never go stale, only out of memory. The cache holds what chroma returned (not
-what an upsert sent: chroma's cosine index re-normalises, and the last bit can differ), and
+same: entries never go stale, only out of memory. The cache holds what was read (the
+copy's value, or chroma's for an id the copy lacks; not what an upsert sent), and
 is cleared whenever the projection switches collection (a rebuild's new generation, a
 reopen after another process wrote). LRU, bounded in bytes.
 """

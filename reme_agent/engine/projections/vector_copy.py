@@ -29,7 +29,6 @@ import logging
 import os
 import sqlite3
 import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -55,11 +54,6 @@ payload limit is ~1,000 bytes on 4 KB pages), which made the file 4.8 KB a vecto
 random reads 2.4 ms; as a rowid table 1.4 KB a vector and 0.28 ms (57k vectors)."""
 _CHUNK = 500
 """Ids per statement (SQLite's variable limit is 32,766 here, 999 on old builds)."""
-MAX_CACHED = 32_768
-"""Rows kept in memory after a read, as read (float16 bytes: ~1 KB at 512-d, so ≤ ~35 MB).
-Inside a search a row costs ~10-13 µs of CPU to read (SQLite pages and CPU caches are cold
-after the query embedding), and 38% of the bench's reads at 10k ask for a row an earlier
-search read (topics recur in a session far more often)."""
 
 
 def _version(db: sqlite3.Connection) -> int:
@@ -101,10 +95,6 @@ class VectorCopy:
         self._db: sqlite3.Connection | None = None
         self._pid = 0
         self._broken = False
-        # id -> row bytes of `_cached_for` (a collection), least recently used first. Rows
-        # never change meaning (module docstring); this process's writes still clear it.
-        self._cached: OrderedDict[str, bytes] = OrderedDict()
-        self._cached_for = ""
 
     def _conn(self) -> sqlite3.Connection | None:
         if self._db is not None and self._pid != os.getpid():
@@ -125,22 +115,14 @@ class VectorCopy:
                 self._broken = True
         return self._db
 
-    def forget(self) -> None:
-        """Drop the rows kept in memory (the projection reopened or switched collections,
-        as it drops its other copies then)."""
-        with self._lock:
-            self._cached.clear()
-
     def close(self) -> None:
         with self._lock:
-            self._cached.clear()
             if self._db is not None:
                 self._db.close()
                 self._db = None
 
     def _run(self, what: str, sql: str, rows: Iterable[tuple] | None = None) -> bool:
         with self._lock:
-            self._cached.clear()
             db = self._conn()
             if db is None:
                 return False
@@ -193,35 +175,17 @@ class VectorCopy:
             db = self._conn()
             if db is None or not ids:
                 return {}
-            if collection != self._cached_for:
-                self._cached.clear()
-                self._cached_for = collection
-            cached, todo = self._cached, []
-            for bid in ids:
-                blob = cached.get(bid)
-                if blob is None:
-                    todo.append(bid)
-                else:
-                    cached.move_to_end(bid)
-                    found.append((bid, blob))
             try:
-                read: list[tuple[str, bytes]] = []
-                for s in range(0, len(todo), _CHUNK):
-                    part = todo[s:s + _CHUNK]
+                for s in range(0, len(ids), _CHUNK):
+                    part = list(ids[s:s + _CHUNK])
                     marks = ",".join("?" * len(part))
-                    read += db.execute(
+                    found += db.execute(
                         f"SELECT id, vec FROM vectors WHERE collection = ? AND id IN ({marks})",
                         (collection, *part)).fetchall()
             except sqlite3.Error as exc:
                 log.warning("the vector copy could not be read (%s); chroma answers instead",
                             exc)
                 return {}
-            for bid, blob in read:
-                if isinstance(blob, bytes):
-                    cached[bid] = blob
-            while len(cached) > MAX_CACHED:
-                cached.popitem(last=False)
-            found += read
         found = [(bid, blob) for bid, blob in found
                  if isinstance(blob, bytes) and len(blob) == 2 * dim]
         if not found:
