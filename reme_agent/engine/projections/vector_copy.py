@@ -4,9 +4,9 @@ Why: recall scores the keyword-only candidates of a query by their stored vector
 blend fusion needs every candidate on both sides). chroma hands stored vectors back slowly,
 ~50-120 µs a vector (Python floats through its bindings), and holds the GIL meanwhile: at 10k
 notes (57k vectors) these reads took 3.5-4.5 ms a search on the worker and stalled the main
-thread, and answering them from memory instead made a whole search 19.8 → 14.9 ms p50 (one
-process, alternating query by query, 400 queries). One SQLite read of the same ids costs a
-fraction of a millisecond and releases the GIL while it waits.
+thread. One SQLite read of the same ids costs a fraction of a millisecond: a whole search went
+20.4 → 18.2 ms p50 and 30.6 → 25.7 ms p95 (`bench/ab_search.py`, old and new code in one
+process, 600 queries, ABBA order).
 
 What it holds and why it cannot go stale: a block id is derived from the block's path and
 embedded text (`engine.indexer.block_id`), and a collection belongs to one embedder, so the
