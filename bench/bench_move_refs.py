@@ -35,8 +35,6 @@ from generate import generate_vault  # noqa: E402
 
 from reme_agent.config import Settings  # noqa: E402
 from reme_agent.engine import view as view_mod  # noqa: E402
-from reme_agent.engine.links import LinkResolver  # noqa: E402
-from reme_agent.engine.names import LinkNames, link_names  # noqa: E402
 from reme_agent.engine.retarget import plan_move  # noqa: E402
 from reme_agent.engine.transaction import Transaction  # noqa: E402
 from reme_agent.engine.viewmemo import MEMO_FILE, ViewMemo  # noqa: E402
@@ -70,23 +68,6 @@ def timed(fn) -> float:
     return time.perf_counter() - t
 
 
-def _whole_after(self, path_map, aliases=None, added=None, removed=(), frontmatters=None):
-    """`VaultView.after` as it was: a resolver built over every file."""
-    gone = set(removed)
-    names: dict[str, LinkNames] = {}
-    for p, m in self.notes.items():
-        names[path_map.get(p, p)] = link_names(m.frontmatter)
-    for p, fm in (frontmatters or {}).items():
-        names[p] = link_names(fm)
-    for p, a in (aliases or {}).items():
-        names[p] = LinkNames(list(a), names[p].redirects if p in names else [])
-    for p, a in (added or {}).items():
-        names[p] = LinkNames(list(a), [])
-    files = ({path_map.get(p, p) for p in self.files} | set(added or {})) - gone
-    return LinkResolver(sorted(files), {p: names[p].aliases for p in files if p in names},
-                        {p: names[p].redirects for p in files if p in names})
-
-
 @contextlib.contextmanager
 def before() -> Iterator[None]:
     """The planning as it was before session 7, in this process."""
@@ -98,7 +79,7 @@ def before() -> Iterator[None]:
 
     Vault.view = whole_view
     view_mod.VaultView.names_any = lambda self, path, keys: True   # every note checked
-    view_mod.VaultView.after = _whole_after
+    view_mod.VaultView.after = view_mod.VaultView.rebuilt_after
     try:
         yield
     finally:

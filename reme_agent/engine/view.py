@@ -281,6 +281,28 @@ class VaultView:
             add[x] = (names.aliases, names.redirects) if names else ([], [])
         return self.resolver.derive(touched, add)
 
+    def rebuilt_after(self, path_map: Mapping[str, str],
+                      aliases: Mapping[str, Iterable[str]] | None = None,
+                      added: Mapping[str, Iterable[str]] | None = None,
+                      removed: Iterable[str] = (),
+                      frontmatters: Mapping[str, dict[str, Any]] | None = None
+                      ) -> LinkResolver:
+        """What `after` returns, built over every file as `after` did before session 7: the
+        slow, plainly correct form `after` is checked against (tests, `bench_move_refs`)."""
+        gone = set(removed)
+        names: dict[str, LinkNames] = {}
+        for p, m in self.notes.items():
+            names[path_map.get(p, p)] = link_names(m.frontmatter)
+        for p, fm in (frontmatters or {}).items():
+            names[p] = link_names(fm)
+        for p, a in (aliases or {}).items():
+            names[p] = LinkNames(list(a), names[p].redirects if p in names else [])
+        for p, a in (added or {}).items():
+            names[p] = LinkNames(list(a), [])
+        files = ({path_map.get(p, p) for p in self.files} | set(added or {})) - gone
+        return LinkResolver(sorted(files), {p: names[p].aliases for p in files if p in names},
+                            {p: names[p].redirects for p in files if p in names})
+
     def _order(self, into: Mapping[str, list[str]]) -> Callable[[str], int]:
         """Where each note sits in `notes`: when several notes' names land on one path (a
         merge), the one listed last gives them, as the whole rebuild did."""

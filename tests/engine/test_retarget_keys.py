@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from reme_agent.engine.links import LinkResolver, changed_keys, extract_links
-from reme_agent.engine.names import LinkNames, link_names
 from reme_agent.engine.retarget import _keeps_meaning, retarget
 from reme_agent.engine.store import FileStore
 from reme_agent.engine.transaction import Transaction
@@ -36,24 +35,6 @@ def _state(r: LinkResolver) -> tuple:
             {k: sorted(v) for k, v in r._alias_paths.items()},
             {k: sorted(v) for k, v in r._redirect_paths.items()},
             {k: sorted(v) for k, v in r._exact.items()})
-
-
-def _full_after(view: VaultView, path_map, aliases=None, added=None, removed=(),
-                frontmatters=None) -> LinkResolver:
-    """The after-resolver built over every file, as `VaultView.after` did before."""
-    gone = set(removed)
-    names: dict[str, LinkNames] = {}
-    for p, m in view.notes.items():
-        names[path_map.get(p, p)] = link_names(m.frontmatter)
-    for p, fm in (frontmatters or {}).items():
-        names[p] = link_names(fm)
-    for p, a in (aliases or {}).items():
-        names[p] = LinkNames(list(a), names[p].redirects if p in names else [])
-    for p, a in (added or {}).items():
-        names[p] = LinkNames(list(a), [])
-    files = ({path_map.get(p, p) for p in view.files} | set(added or {})) - gone
-    return LinkResolver(sorted(files), {p: names[p].aliases for p in files if p in names},
-                        {p: names[p].redirects for p in files if p in names})
 
 
 def _random_vault(root: Path, rng: random.Random) -> list[str]:
@@ -141,9 +122,9 @@ def test_after_is_the_whole_rebuild_and_the_key_filter_misses_no_touched_note(tm
         kwargs = {"frontmatters": {rng.choice(notes): {"aliases": ["笔记", "x.md"]}}}
 
     after = view.after(path_map, **kwargs)
-    assert _state(after) == _state(_full_after(view, path_map, **kwargs)), (seed, kind)
+    assert _state(after) == _state(view.rebuilt_after(path_map, **kwargs)), (seed, kind)
     # The delta and the whole comparison name the same keys.
-    whole = _full_after(view, path_map, **kwargs)
+    whole = view.rebuilt_after(path_map, **kwargs)
     assert changed_keys(view.resolver, after) == changed_keys(view.resolver, whole)
 
     keys = changed_keys(view.resolver, after)
