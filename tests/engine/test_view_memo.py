@@ -32,6 +32,9 @@ def _age(path: Path) -> None:
     os.utime(path, ns=(_clock[0], _clock[0]))
 
 
+SETTINGS = Settings(embedder={"name": "hash"}, index={"progress": False})
+
+
 def _write(root: Path, rel: str, text: str, *, settled: bool = True) -> None:
     path = root / rel
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -128,8 +131,7 @@ def vault(tmp_path):
     root = tmp_path / "vault"
     for i in range(12):
         _write(root, f"knowledge/n{i}/n{i}.md", f"# n{i}\n\nSee [[n{(i + 1) % 12}]].\n")
-    v = open_vault(root, Settings(embedder={"name": "hash"}, index={"progress": False}),
-                   create=True)
+    v = open_vault(root, SETTINGS, create=True)
     v.index()
     yield v
     v.close()
@@ -193,14 +195,13 @@ def test_the_next_process_starts_from_the_saved_memo(tmp_path):
     root = tmp_path / "v"
     for i in range(15):
         _write(root, f"n{i}.md", f"[[n{(i + 1) % 15}]] ![[n{(i + 4) % 15}]]\n")
-    settings = Settings(embedder={"name": "hash"}, index={"progress": False})
-    with open_vault(root, settings, create=True) as first:
+    with open_vault(root, SETTINGS, create=True) as first:
         view = first.view()
         assert not any(view.names_any(p, {"zz"}) for p in view.notes)   # keys of every note
     assert (first.internal / "viewmemo.json").is_file()
     _write(root, "n3.md", "[[n9]] and [[n12]]\n")   # by hand, between the two processes
 
-    with open_vault(root, settings) as second:
+    with open_vault(root, SETTINGS) as second:
         reads: list[str] = []
         real = second.store.read_listed
         second.store.read_listed = lambda rel: reads.append(rel) or real(rel)
@@ -210,7 +211,7 @@ def test_the_next_process_starts_from_the_saved_memo(tmp_path):
     assert "[[twelve]]" in (root / "n3.md").read_text()
 
     (second.internal / "viewmemo.json").write_text('{"version": 1, "notes": [["n1.md", "x"')
-    with open_vault(root, settings) as third:
+    with open_vault(root, SETTINGS) as third:
         result = move(third, "twelve.md", "n12.md")
         assert {r["path"] for r in result.data["rewritten"]} == {"n11.md", "n3.md", "n8.md"}
 
@@ -219,16 +220,15 @@ def test_a_call_that_learned_nothing_does_not_rewrite_the_memo(tmp_path):
     root = tmp_path / "v"
     for i in range(5):
         _write(root, f"n{i}.md", f"[[n{(i + 1) % 5}]]\n")
-    settings = Settings(embedder={"name": "hash"}, index={"progress": False})
-    with open_vault(root, settings, create=True) as first:
+    with open_vault(root, SETTINGS, create=True) as first:
         view = first.view()
         view.names_any("n1.md", {"n2"})
     saved = first.internal / "viewmemo.json"
     before = saved.stat().st_mtime_ns
-    with open_vault(root, settings) as second:
+    with open_vault(root, SETTINGS) as second:
         second.view().names_any("n1.md", {"n2"})   # known already
     assert saved.stat().st_mtime_ns == before
-    with open_vault(root, settings) as third:
+    with open_vault(root, SETTINGS) as third:
         view = third.view()
         assert all(view.names_any(p, {"n2"}) in (True, False) for p in view.notes)
     assert saved.stat().st_mtime_ns != before   # keys of four more notes were learned
