@@ -121,25 +121,34 @@ class VectorCopy:
                 self._db.close()
                 self._db = None
 
-    def _run(self, what: str, sql: str, rows: Iterable[tuple] | None = None) -> bool:
+    def _run(self, what: str, sql: str, rows: Iterable[tuple]) -> None:
+        """`sql` for each of `rows` in one transaction (a failure is logged, rolled back)."""
         with self._lock:
             db = self._conn()
             if db is None:
-                return False
+                return
             try:
-                if rows is None:
-                    db.execute(sql)
-                else:
-                    db.execute("BEGIN")
-                    db.executemany(sql, rows)
-                    db.execute("COMMIT")
-                return True
+                db.execute("BEGIN")
+                db.executemany(sql, rows)
+                db.execute("COMMIT")
             except sqlite3.Error as exc:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 log.warning("the vector copy could not %s (%s); chroma answers instead",
                             what, exc)
-                return False
+
+    def _select(self, queries: Iterable[tuple[str, tuple]]) -> list[tuple] | None:
+        """The rows of these SELECTs; None when the copy cannot be read (logged)."""
+        with self._lock:
+            db = self._conn()
+            if db is None:
+                return None
+            try:
+                return [row for sql, params in queries for row in db.execute(sql, params)]
+            except sqlite3.Error as exc:
+                log.warning("the vector copy could not be read (%s); chroma answers instead",
+                            exc)
+                return None
 
     # -- writes (after chroma's) ------------------------------------------------------------
     def put(self, collection: str, ids: Sequence[str], vecs: np.ndarray,
@@ -170,23 +179,11 @@ class VectorCopy:
         """Stored unit vectors (float32) of the `ids` it holds; the others are left out, and
         so is a row that is not `dim` finite numbers (a damaged file must not reach a score:
         one NaN would sort every candidate at random)."""
-        found: list[tuple[str, bytes]] = []
-        with self._lock:
-            db = self._conn()
-            if db is None or not ids:
-                return {}
-            try:
-                for s in range(0, len(ids), _CHUNK):
-                    part = list(ids[s:s + _CHUNK])
-                    marks = ",".join("?" * len(part))
-                    found += db.execute(
-                        f"SELECT id, vec FROM vectors WHERE collection = ? AND id IN ({marks})",
-                        (collection, *part)).fetchall()
-            except sqlite3.Error as exc:
-                log.warning("the vector copy could not be read (%s); chroma answers instead",
-                            exc)
-                return {}
-        found = [(bid, blob) for bid, blob in found
+        parts = [list(ids[s:s + _CHUNK]) for s in range(0, len(ids), _CHUNK)]
+        rows = self._select(
+            (f"SELECT id, vec FROM vectors WHERE collection = ? AND id IN "
+             f"({','.join('?' * len(part))})", (collection, *part)) for part in parts)
+        found = [(bid, blob) for bid, blob in rows or ()
                  if isinstance(blob, bytes) and len(blob) == 2 * dim]
         if not found:
             return {}
@@ -197,26 +194,11 @@ class VectorCopy:
 
     def count(self, collection: str) -> int | None:
         """Rows held for `collection`; None when the copy cannot be read."""
-        with self._lock:
-            db = self._conn()
-            if db is None:
-                return None
-            try:
-                return int(db.execute("SELECT count(*) FROM vectors WHERE collection = ?",
-                                      (collection,)).fetchone()[0])
-            except sqlite3.Error as exc:
-                log.warning("the vector copy could not be read (%s)", exc)
-                return None
+        rows = self._select([("SELECT count(*) FROM vectors WHERE collection = ?",
+                              (collection,))])
+        return None if rows is None else int(rows[0][0])
 
     def ids(self, collection: str) -> set[str] | None:
         """Every id held for `collection`; None when the copy cannot be read."""
-        with self._lock:
-            db = self._conn()
-            if db is None:
-                return None
-            try:
-                return {r[0] for r in db.execute(
-                    "SELECT id FROM vectors WHERE collection = ?", (collection,))}
-            except sqlite3.Error as exc:
-                log.warning("the vector copy could not be read (%s)", exc)
-                return None
+        rows = self._select([("SELECT id FROM vectors WHERE collection = ?", (collection,))])
+        return None if rows is None else {r[0] for r in rows}
