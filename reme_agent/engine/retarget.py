@@ -147,11 +147,20 @@ def plan_move(tx: Transaction, view: VaultView, src: str, dst: str, *,
     note's own relative links included), each in its own style. `alias_bare=False` (the
     `move` tool): a renamed bare link just names the new file, as Obsidian renames it.
     Returns {path after the move: links rewritten}."""
-    path_map = {src: dst}
+    return plan_moves(tx, view, {src: dst}, alias_bare=alias_bare, skip=skip,
+                      immutable=immutable)
+
+
+def plan_moves(tx: Transaction, view: VaultView, path_map: Mapping[str, str], *,
+               alias_bare: bool = True, skip: Callable[[str], bool] | None = None,
+               immutable: Callable[[str], bool] | None = None) -> dict[str, int]:
+    """`plan_move` for several files at once (old path -> new, e.g. a note and the
+    materials of its folder): one retarget for the whole map, then every move."""
     changed = retarget(tx, view, path_map, view.after(path_map), skip=skip,
                        immutable=immutable, alias_bare=alias_bare)
-    tx.move(src, dst)
-    return {dst if p == src else p: n for p, n in changed.items()}
+    for old, new in path_map.items():
+        tx.move(old, new)
+    return {path_map.get(p, p): n for p, n in changed.items()}
 
 
 def edge_keys(body: str, source: str, resolver: LinkResolver,

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from reme_agent.engine.fmedit import edit_frontmatter
 from reme_agent.engine.parser import split_note
-from reme_agent.engine.retarget import retarget
+from reme_agent.engine.retarget import plan_moves
 from reme_agent.engine.transaction import Transaction
 from reme_agent.engine.view import VaultView
 from reme_agent.errors import ReMeError
@@ -283,14 +283,9 @@ def move_note(vault: Vault, src: str, dst: str,
     rewrite every link the move changes, all or nothing (DESIGN §5)."""
     path_map = {src: dst, **(with_files or {})}
 
-    def plan(tx: Transaction) -> None:
-        view = vault.view()
-        retarget(tx, view, path_map, view.after(path_map), skip=is_record,
-                 immutable=immutable or (lambda p: layer_of(p) == RESOURCE))
-        for old, new in path_map.items():
-            tx.move(old, new)
-
-    _, written = Transaction.run(vault.store, plan)
+    _, written = Transaction.run(vault.store, lambda tx: plan_moves(
+        tx, vault.view(), path_map, skip=is_record,
+        immutable=immutable or (lambda p: layer_of(p) == RESOURCE)))
     vault.try_refresh(written)
     rename_entries(vault, path_map)
     return written
