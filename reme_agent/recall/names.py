@@ -17,7 +17,8 @@ Kinds of match, strongest first (`NameMatch.kind`, `strength` in [0, 1]):
   breaker threshold` names `熔断.md` through its alias).
 - `tokens`: most of the name's (idf-weighted) tokens occur in the query, in any order
   (`duplicate refund` for `INC-2304 duplicate refunds`): the BM25F-style name field, in the
-  same jieba + English tokenisation as the keyword projection.
+  same jieba + English tokenisation as the keyword projection. Weaker when the shared tokens
+  are a small part of a long query (`QUERY_SHARE`).
 
 Headings are weaker names (a section is not the note) and count only while at most
 `MAX_HEADING_NOTES` notes share them; any name shared by more than `MAX_SHARED` notes (a
@@ -71,6 +72,19 @@ MAX_SHARED = 5          # a name more notes share is a common word, not a name
 T = TypeVar("T")
 log = logging.getLogger("reme_agent.index")
 FIELD_WEIGHT = {"title": 1.0, "alias": 1.0, "stem": 1.0, "heading": 0.7}
+QUERY_SHARE = 0.5
+"""A `tokens` match whose shared tokens carry less than this share of the query's idf is
+weakened in proportion: one title word inside a long pasted phrase is weak evidence that the
+query names the note (BM25F weighs a field's match by the query terms it holds, too).
+Measured (`docs/decisions.md`, "Names inside long queries"): phrase-bench Hit@5 at 1k notes
+0.713 -> 0.733, kvault unchanged at 0.5 (0.75 lost two kvault queries)."""
+
+
+def query_share(shared_idf: float, query_idf: float) -> float:
+    """The factor a `tokens` match keeps: 1 from `QUERY_SHARE` of the query's idf up."""
+    if query_idf <= 0.0:
+        return 0.0
+    return min(1.0, shared_idf / (QUERY_SHARE * query_idf))
 
 
 @dataclass(frozen=True)
@@ -436,11 +450,12 @@ class NameIndex:
                     total += w
                 totals[eid] = total
         covered: dict[int, float] = {}
+        query_total = sum(idf.values())
         for eid in sorted(wanted):
             total = totals[eid]
             name_cov = hits[eid] / total if total else 0.0
             if name_cov >= 0.5:
-                covered[eid] = name_cov
+                covered[eid] = name_cov * query_share(hits[eid], query_total)
         entries = self._by_eid.get_many(covered, self.store.entries_by_eid)
         return [_make(entries[eid], "tokens", 0.8 * cov) for eid, cov in covered.items()
                 if _usable(entries[eid])]
@@ -589,8 +604,10 @@ def _contained_of(words: str, key: str, spans: list[tuple[int, int]],
     out = []
     for start, end in spans:
         for entry in named.get(words[start:end], ()):
-            if entry.key == key or not _usable(entry):
-                continue   # the whole query: an exact match, counted above
+            if entry.key == key or not _usable(entry) or not note_name_tokens(entry.name):
+                # the whole query is an exact match, counted above; a name of stopwords
+                # alone ("On a", "for the") names its note only as the whole query
+                continue
             share = len(entry.key) / total
             out.append(_make(entry, "contained", 0.5 + 0.4 * share, (start, end)))
     return out

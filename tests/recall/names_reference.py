@@ -23,6 +23,7 @@ from reme_agent.recall.names import (
     FIELD_WEIGHT,
     MAX_HEADING_NOTES,
     MAX_SHARED,
+    QUERY_SHARE,
     NameMatch,
     max_edits,
     note_name_tokens,
@@ -239,7 +240,7 @@ class ReferenceNameIndex:
                 continue
             for eid in eids:
                 entry = self._entries[eid]
-                if entry.key == key or not self._usable(eid):
+                if entry.key == key or not self._usable(eid) or not entry.tokens:
                     continue   # the whole query: an exact match, counted above
                 share = len(entry.key) / total
                 out.append(self._make(eid, "contained", 0.5 + 0.4 * share, (start, end + 1)))
@@ -257,6 +258,7 @@ class ReferenceNameIndex:
             for eid in self._by_token.get(tok, ()):
                 hits[eid] = hits.get(eid, 0.0) + idf[tok]
         out = []
+        query_idf = sum(idf.values())
         totals = self._idf_totals
         for eid, got in sorted(hits.items()):
             entry = self._entries[eid]
@@ -270,7 +272,8 @@ class ReferenceNameIndex:
             name_cov = got / total if total else 0.0
             if name_cov < 0.5 or not self._usable(eid):
                 continue
-            out.append(self._make(eid, "tokens", 0.8 * name_cov))
+            share = min(1.0, got / (QUERY_SHARE * query_idf))
+            out.append(self._make(eid, "tokens", 0.8 * name_cov * share))
         return out
 
 

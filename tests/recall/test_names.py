@@ -81,3 +81,38 @@ def test_edit_distance_counts_a_swap_as_one_edit() -> None:
     assert osa_distance("strom", "storm", 2) == 1
     assert osa_distance("abcdef", "uvwxyz", 2) == 3       # stops past the limit
     assert [max_edits(n) for n in (4, 5, 7, 8, 20)] == [0, 1, 1, 2, 2]
+
+
+def test_one_title_word_inside_a_long_phrase_is_weak_evidence(make_vault: VaultFactory) -> None:
+    # "garden" is half of the title's weight either way; what changes is how much of the
+    # query it explains: all of a one-word query, or one word of a pasted sentence
+    vault = make_vault({
+        "notes/tomato garden.md": note("Stakes, watering, blight.", title="Tomato garden"),
+        "notes/harbour.md": note("We watched the sunset from the old harbour wall; the "
+                                 "garden behind it was closed for repairs."),
+    })
+    from reme_agent.recall.names import index_for
+
+    names = index_for(vault)
+    short = names.match("garden")["notes/tomato garden.md"]
+    long = names.match("sunset from the old harbour wall garden closed repairs")
+    weak = long["notes/tomato garden.md"]
+    assert short.kind == weak.kind == "tokens"
+    assert weak.strength <= short.strength / 2
+    first = search(vault, "sunset from the old harbour wall garden closed repairs",
+                   log_access=False).results[0]
+    assert first.path == "notes/harbour.md"
+
+
+def test_a_name_of_stopwords_alone_names_its_note_only_as_the_whole_query(
+        make_vault: VaultFactory) -> None:
+    vault = make_vault({
+        "notes/odd.md": note("Kept from an old import.", aliases=["for the"]),
+        "notes/thanks.md": note("Thanks for the support at the studio."),
+    })
+    from reme_agent.recall.names import index_for
+
+    names = index_for(vault)
+    assert "notes/odd.md" not in names.match("thanks for the support")
+    assert names.match("for the")["notes/odd.md"].kind == "exact"
+    assert _first(vault, "thanks for the support") == "notes/thanks.md"
