@@ -62,9 +62,10 @@ COLLECTION_KEY = "vector_collection"
 GENERATION_KEY = "vector_generation"
 """State meta: the number of the last full rebuild (its collection is `<base>-g<N>`)."""
 DOCUMENTS_KEY = "block_documents"
-DOCUMENTS_VERSION = "3"
+DOCUMENTS_VERSION = "4"
 """State meta: how a note is read into what is indexed ("2": the first block carries the
-description; "3": a link inside an HTML comment is no link, `engine.links`). A whole-vault
+description; "3": a link inside an HTML comment is no link, `engine.links`; "4": a row
+holds the body's inline `#tags`, `engine.tags`). A whole-vault
 run over an index built another way re-reads every file once; block ids follow the
 document, so only blocks whose document changed are embedded again."""
 
@@ -674,7 +675,7 @@ class Indexer:
                                    block.hash, block.heading, block.text))
         row = FileRow(path, size, mtime_ns, stamp, note.frontmatter,
                       [_link_dict(link) for link in note.links],
-                      str(note.error) if note.error else None, time.time())
+                      str(note.error) if note.error else None, time.time(), note.tags)
         return row, blocks, docs
 
     def _embed(self, pending: EmbedPipeline) -> int:

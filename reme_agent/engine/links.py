@@ -50,7 +50,7 @@ import posixpath
 import re
 import unicodedata
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from urllib.parse import quote, unquote
@@ -74,6 +74,8 @@ __all__ = [
     "markdown_destination",
     "missing_edges",
     "name_key",
+    "not_prose",
+    "prose_chunks",
     "rewrite_targets",
     "target_key",
 ]
@@ -344,6 +346,14 @@ def _inside(spans: list[tuple[int, int]], s: int, e: int) -> bool:
     return k + 1 < len(spans) and spans[k + 1][0] < e
 
 
+def not_prose(chunk: str) -> list[tuple[int, int]]:
+    """Code spans and inline HTML comments of one chunk (from `prose_chunks`), sorted: what
+    holds no link and no tag."""
+    code = _code_spans(chunk) if "`" in chunk else []
+    comments = _comment_spans(chunk, code) if "<!--" in chunk else []
+    return sorted(code + comments) if comments else code
+
+
 def _comment_spans(chunk: str, code: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Inline HTML comments ``<!-- ... -->`` of one paragraph, outside code spans (an
     unclosed ``<!--`` is literal text, as in CommonMark)."""
@@ -559,11 +569,21 @@ def extract_links(text: str, line_offset: int = 1, *, kinds: bytearray | None = 
     """
     if "[[" not in text and not (refs and "](" in text):
         return []
+    out: list[Link] = []
+    for pos, end, i in prose_chunks(text, kinds):
+        if text.find("[[", pos, end) >= 0 or (refs and text.find("](", pos, end) >= 0):
+            _links_in_chunk(text[pos:end], pos, i + line_offset, out, refs)
+    return out
+
+
+def prose_chunks(text: str, kinds: bytearray | None = None) -> Iterator[tuple[int, int, int]]:
+    """(start, end, first line index) of each paragraph-like chunk of `text` that can hold
+    links or tags: code blocks and HTML comment blocks are skipped (code spans and inline
+    comments are the caller's to mask, per chunk). `kinds` as for `extract_links`."""
     lines = text.split("\n")
     if kinds is None or len(kinds) != len(lines):
         kinds = line_kinds(lines)
     comment = _comment_lines(lines, kinds) if "<!--" in text else None
-    out: list[Link] = []
     n = len(lines)
     i = pos = 0
     while i < n:
@@ -576,11 +596,9 @@ def extract_links(text: str, line_offset: int = 1, *, kinds: bytearray | None = 
         while j < n and kinds[j] == TEXT and (comment is None or not comment[j]):
             end += len(lines[j]) + 1
             j += 1
-        if text.find("[[", pos, end) >= 0 or (refs and text.find("](", pos, end) >= 0):
-            _links_in_chunk(text[pos:end], pos, i + line_offset, out, refs)
+        yield pos, end, i
         pos = end + 1
         i = j
-    return out
 
 
 # -- edges and the conservation diff ----------------------------------------------------------

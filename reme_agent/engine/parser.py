@@ -23,11 +23,12 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from reme_agent.engine.codec import HANDLER, MAX_FRONTMATTER_BYTES, MAX_YAML_ALIASES
 from reme_agent.engine.links import FENCE, INDENTED, Link, extract_links, line_kinds
+from reme_agent.engine.tags import body_tags
 from reme_agent.errors import ParseError
 
 __all__ = [
@@ -73,6 +74,7 @@ class ParsedNote:
     blocks: list[Block]
     links: list[Link]
     error: ParseError | None
+    tags: list[str] = field(default_factory=list)   # inline `#tags` of the body
 
 
 # -- frontmatter ------------------------------------------------------------------------------
@@ -303,4 +305,5 @@ def parse_note(path: str, text: str) -> ParsedNote:
     kinds = line_kinds(body.split("\n"))  # one structure scan shared by blocks and links
     return ParsedNote(path, frontmatter, body, body_start,
                       split_blocks(body, body_start, kinds=kinds),
-                      extract_links(body, body_start, kinds=kinds), error)
+                      extract_links(body, body_start, kinds=kinds), error,
+                      body_tags(body, kinds))

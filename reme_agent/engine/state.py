@@ -34,7 +34,8 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS files (
     path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, stamp TEXT NOT NULL,
-    frontmatter TEXT NOT NULL, links TEXT NOT NULL, error TEXT, indexed_at REAL NOT NULL
+    frontmatter TEXT NOT NULL, links TEXT NOT NULL, error TEXT, indexed_at REAL NOT NULL,
+    tags TEXT NOT NULL DEFAULT '[]'
 );
 CREATE TABLE IF NOT EXISTS blocks (
     id TEXT PRIMARY KEY, path TEXT NOT NULL, idx INTEGER NOT NULL, start_line INTEGER NOT NULL,
@@ -62,6 +63,7 @@ class FileRow:
     links: list[dict[str, Any]]
     error: str | None
     indexed_at: float
+    tags: list[str] = field(default_factory=list)   # inline `#tags` of the body
 
 
 @dataclass
@@ -115,6 +117,7 @@ class IndexState:
             version = None
         if version == str(SCHEMA_VERSION):
             self._ensure_folders()
+            self._ensure_tags_column()
             self._ensure_status_index()
             return
         self._db.executescript(_SCHEMA + _FOLDERS)
@@ -136,6 +139,19 @@ class IndexState:
         except sqlite3.OperationalError as exc:
             log.debug("no frontmatter status index: %s", exc)
             self.status_indexed = False
+
+    def _ensure_tags_column(self) -> None:
+        """The `tags` column (inline `#tags`), added to databases made before it; rows from
+        before hold `[]` until the next whole-vault run re-reads every note (the indexer's
+        DOCUMENTS_VERSION moved with it). A read-only copy goes without (rows read `[]`)."""
+        try:
+            columns = {r[1] for r in self._db.execute("PRAGMA table_info(files)")}
+            if "tags" not in columns:
+                with self._db:
+                    self._db.execute("ALTER TABLE files ADD COLUMN tags TEXT NOT NULL "
+                                     "DEFAULT '[]'")
+        except sqlite3.OperationalError as exc:
+            log.debug("no tags column: %s", exc)
 
     def _ensure_folders(self) -> None:
         """The folder listings table, added to databases made before it (a read-only copy
@@ -306,10 +322,11 @@ class IndexState:
         with self._lock, self._db:
             self._db.execute("DELETE FROM blocks WHERE path=?", (row.path,))
             self._db.execute(
-                "INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?,?)",
+                "INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?,?,?)",
                 (row.path, row.size, row.mtime_ns, row.stamp,
                  json.dumps(row.frontmatter, ensure_ascii=False, default=str),
-                 json.dumps(row.links, ensure_ascii=False), row.error, row.indexed_at))
+                 json.dumps(row.links, ensure_ascii=False), row.error, row.indexed_at,
+                 json.dumps(row.tags, ensure_ascii=False)))
             self._db.executemany(
                 "INSERT OR REPLACE INTO blocks VALUES (?,?,?,?,?,?,?,?,?)",
                 [(b.id, b.path, b.idx, b.start_line, b.end_line, b.hash, b.heading, b.text,
@@ -467,7 +484,8 @@ def is_corruption(exc: sqlite3.DatabaseError) -> bool:
 
 
 def _file_row(r: tuple[Any, ...]) -> FileRow:
-    return FileRow(r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5]), r[6], r[7])
+    return FileRow(r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5]), r[6], r[7],
+                   json.loads(r[8]) if len(r) > 8 else [])
 
 
 def _block_row(r: tuple[Any, ...]) -> BlockRow:

@@ -28,6 +28,7 @@ from reme_agent.engine.links import LINK, Link, LinkResolver, extract_links, lin
 from reme_agent.engine.names import LinkNames, link_names, note_title, resolver_over
 from reme_agent.engine.parser import normalize_eol, split_note
 from reme_agent.engine.store import decode_text, stamp_of
+from reme_agent.engine.tags import body_tags
 from reme_agent.errors import NoteNotFound, NotText, PathEscape
 
 if TYPE_CHECKING:
@@ -61,6 +62,7 @@ class NoteMeta:
     stamp: str | None = None      # sha256 of the bytes these values come from (None: unread)
     size: int = 0
     mtime_ns: int = 0
+    body_tags: list[str] = field(default_factory=list)   # inline `#tags` (`engine.tags`)
 
     @property
     def title(self) -> str:
@@ -95,7 +97,7 @@ def note_meta(store: FileStore, path: str, row: FileRow | None = None,
         return NoteMeta(path, row.frontmatter,
                         [LinkRef(d["target"], d.get("alias"), d.get("predicate"),
                                  d.get("line", 0)) for d in row.links],
-                        row.error, row.stamp, row.size, row.mtime_ns)
+                        row.error, row.stamp, row.size, row.mtime_ns, row.tags)
     try:
         data = store.read_bytes(path)
         text = decode_text(data, path)
@@ -106,7 +108,7 @@ def note_meta(store: FileStore, path: str, row: FileRow | None = None,
              for x in extract_links(parts.body, parts.body_start)]
     size, mtime = stat if stat is not None else (len(data), 0)
     return NoteMeta(path, parts.frontmatter, links, str(parts.error) if parts.error else None,
-                    stamp_of(data), size, mtime)
+                    stamp_of(data), size, mtime, body_tags(parts.body))
 
 
 def _refs_of(store: FileStore, meta: NoteMeta | None) -> tuple[list[Link], bool]:

@@ -1,33 +1,34 @@
-"""Tag tools: tags_list and tags_stat over frontmatter `tags` (L4).
+"""Tag tools: tags_list and tags_stat over a note's tags, as Obsidian's tag pane counts them (L4).
 
-Decisions: tags come from the frontmatter `tags` key only (a string is one tag); a leading
-`#` is ignored and matching is case-insensitive, as in Obsidian; `tags_stat("project")` also
-returns notes tagged with nested tags such as `project/x`.
+A note's tags are its `tags` (or legacy `tag`) property and the inline `#tags` of its body
+(`engine/tags.py` has the rules: code and HTML comments hold none, `#1984` is none). Matching
+is case-insensitive, as in Obsidian; `tags_stat("project")` also returns notes tagged with
+nested tags such as `project/x`.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from reme_agent.engine.tags import merge_tags, property_tags
 from reme_agent.errors import InvalidArgument
 from reme_agent.toolkit.common import in_folder, norm_folder
 from reme_agent.toolkit.results import ToolResult, tool
 
 if TYPE_CHECKING:
+    from reme_agent.engine.view import NoteMeta
     from reme_agent.vault import Vault
 
 
-def tags_of(frontmatter: dict[str, Any]) -> list[str]:
-    raw = frontmatter.get("tags")
-    items = [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else []
-    return list(dict.fromkeys(str(t).strip().lstrip("#") for t in items
-                              if isinstance(t, str | int | float) and str(t).strip().lstrip("#")))
+def tags_of(meta: NoteMeta) -> list[str]:
+    """Every tag of one note: the property's first, then the body's new ones."""
+    return merge_tags(property_tags(meta.frontmatter), meta.body_tags)
 
 
 @tool
 def tags_list(vault: Vault, folder: str = "", limit: int = 200) -> ToolResult:
-    """All tags used in frontmatter, with how many notes carry each, most used first.
+    """All tags (the tags property and inline #tags), with how many notes carry each, most used first.
 
     Args:
         folder: Only count notes under this folder, e.g. "knowledge"; "" for the whole vault.
@@ -40,7 +41,7 @@ def tags_list(vault: Vault, folder: str = "", limit: int = 200) -> ToolResult:
     shown: dict[str, str] = {}
     for path, meta in vault.view().notes.items():
         if in_folder(path, base):
-            for tag in tags_of(meta.frontmatter):
+            for tag in tags_of(meta):
                 counts[tag.casefold()] += 1
                 shown.setdefault(tag.casefold(), tag)
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
@@ -63,7 +64,7 @@ def tags_stat(vault: Vault, tag: str, folder: str = "") -> ToolResult:
     base = norm_folder(vault, folder)
     hits = []
     for path, meta in sorted(vault.view().notes.items()):
-        tags = [t for t in tags_of(meta.frontmatter)
+        tags = [t for t in tags_of(meta)
                 if t.casefold() == want or t.casefold().startswith(want + "/")]
         if tags and in_folder(path, base):
             hits.append({"path": path, "title": meta.title, "tags": tags})
