@@ -121,6 +121,43 @@ def test_distiller_link_only_adds_one_predicate_line(vault, queue) -> None:
     assert result.flipped == [] and status(vault, DAILY_JWT) == "active"
 
 
+def test_a_changed_relation_goes_through_link_remove_and_is_audited(vault, queue) -> None:
+    # the daily note says the owner changed: the old link may go only by name, with a reason
+    lee = "knowledge/李四/李四.md"
+    vault.store.write(lee, "---\ntitle: 李四\ndescription: 后端工程师。\nlifecycle: evolving\n"
+                           "scope: instance\nsource: curated\nrole: profile\n---\n# 李四\n")
+    vault.index()
+    result, _ = distill(vault, [
+        [tool_call("c1", "daily_read", path=DAILY_JWT)],
+        [tool_call("c2", "read", path=JWT)],
+        [tool_call("c3", "link_remove", path=JWT, links=[f"owner:: [[{ZHANG}]]"],
+                   reason="daily note: 李四 owns key rotation from 2026-11")],
+        [tool_call("c4", "read", path=JWT)],
+        edit(f"part_of:: [[{AUTH}]]\n", f"part_of:: [[{AUTH}]]\nowner:: [[{lee}]]\n"),
+        [TextBlock(text="Owner changed.")],
+    ], queue, flip_status=False)
+
+    text = text_of(vault, JWT)
+    assert "owner:: [[李四]]" in text and "张三" not in text
+    assert f"part_of:: [[{AUTH}]]" in text
+    assert result.ok and result.written == [JWT]
+    assert sorted(vault.graph.outbound(JWT)) == [(AUTH, "part_of"), (lee, "owner")]
+    audits = list((vault.root / "audit").rglob("unlinked.md"))
+    assert len(audits) == 1 and "李四 owns key rotation" in audits[0].read_text("utf-8")
+
+
+def test_the_distiller_cannot_unlink_outside_knowledge(vault, queue) -> None:
+    before = text_of(vault, DAILY_JWT)
+    result, model = distill(vault, [
+        [tool_call("c1", "daily_read", path=DAILY_JWT)],
+        [tool_call("c2", "link_remove", path=DAILY_JWT, links=["[[auth-service]]"],
+                   reason="tidy")],
+        [TextBlock(text="Done.")],
+    ], queue, flip_status=False)
+    assert text_of(vault, DAILY_JWT) == before
+    assert any("knowledge/" in a for a in answers(model))
+
+
 def test_role_mismatch_creates_a_new_node_cross_linked_to_the_old_one(vault, queue) -> None:
     new = "knowledge/auth-on-call/auth-on-call.md"
     zhang_before = text_of(vault, ZHANG)
