@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
+import unicodedata
 from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -356,6 +357,7 @@ def edit_properties(vault: Vault, path: str, set_: Mapping[str, Any] | None = No
                                   "Fix the frontmatter in an editor (or with `write` text=...) "
                                   "first.")
         fm = parts.frontmatter
+        check_new_keys(set_ or {}, keep=fm)
         new_text = edit_frontmatter(text, set_, remove, norm)  # only the touched keys' lines
         new_fm = split_note(new_text, norm).frontmatter
         _check_frontmatter(norm, fm, new_fm)
@@ -494,6 +496,7 @@ def _compose(path: str, current: tuple[str, str] | None, body: str | None,
     added after the last one. A new `body` gets the note's own line ending.
     """
     if current is None:
+        check_new_keys(frontmatter or {})
         text = dump_note(frontmatter or {}, ends_nl(body or ""))
         return text
     parts = split_note(current[0], path)
@@ -507,8 +510,25 @@ def _compose(path: str, current: tuple[str, str] | None, body: str | None,
     if parts.error:
         return dump_note(frontmatter, new_body)
     old = parts.frontmatter
+    check_new_keys(frontmatter, keep=old)
     return edit_frontmatter(parts.with_body(new_body), frontmatter,
                             [k for k in old if k not in frontmatter], path)
+
+
+def check_new_keys(properties: Mapping[str, Any], keep: Mapping[str, Any] = {}) -> None:  # noqa: B006
+    """Refuse a property name no one could type back: empty, padded with spaces, or holding
+    a line break or another control character (YAML would store it as a quoted multi-line
+    key that Obsidian's property editor cannot show). Keys already in the note (`keep`)
+    pass: a hand-written odd key stays editable."""
+    for key in properties:
+        if key in keep:
+            continue
+        bad = (not isinstance(key, str) or not key.strip() or key != key.strip()
+               or any(unicodedata.category(ch) == "Cc" or ch in "\u2028\u2029" for ch in key))
+        if bad:
+            raise InvalidArgument(f"Refused property name {key!r}: a name must be one line of "
+                                  "text without control characters or outer spaces.",
+                                  'Use a plain name such as "status" or "due date".')
 
 
 def ends_nl(text: str) -> str:

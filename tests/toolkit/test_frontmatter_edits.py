@@ -120,3 +120,20 @@ def test_cr_only_notes_are_read_indexed_and_edited(vault) -> None:
                                         "# Old Mac\r\rStill about [[bm25]].\r"
     back = graph_traverse(vault, ["knowledge/bm25/bm25.md"], direction="in")["edges"]
     assert path in [e["source"] for e in back]
+
+
+@pytest.mark.parametrize("key", ["a\nb", "tab\there", " padded", "padded ", "", "nel\x85", "ls\u2028"])
+def test_a_property_name_no_one_could_type_back_is_refused(vault, key: str) -> None:
+    vault.store.write(PERSON, HAND)
+    with pytest.raises(InvalidArgument, match="property name"):
+        property_update(vault, PERSON, {key: 1})
+    with pytest.raises(InvalidArgument, match="property name"):
+        write_note(vault, "notes/new.md", frontmatter={key: 1}, body="x\n")
+    assert raw(vault, PERSON).decode() == HAND and not (vault.root / "notes/new.md").exists()
+
+
+def test_an_odd_name_already_in_the_note_stays_editable(vault) -> None:
+    vault.store.write(PERSON, "---\n? 'two\n\n  lines'\n: 1\n---\nbody\n")
+    property_update(vault, PERSON, {"two\nlines": 2, "due date": "2026-12-03"})
+    assert property_read(vault, PERSON)["properties"] == {"two\nlines": 2,
+                                                          "due date": "2026-12-03"}
