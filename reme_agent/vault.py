@@ -30,6 +30,7 @@ from reme_agent.engine.view import NoteMeta, VaultView, note_meta, safe_rows
 from reme_agent.engine.viewmemo import MEMO_FILE, ViewMemo
 from reme_agent.engine.workdir import internal_dir
 from reme_agent.errors import VaultError, VaultNotFound
+from reme_agent.schema.obsidian import link_style
 
 if TYPE_CHECKING:
     from reme_agent.engine.embedders import Embedder
@@ -87,7 +88,7 @@ class Vault:
                              "Pass the folder that holds your notes with --vault (or "
                              "REME_VAULT), e.g. ~/notes.")
         self.root = Path(root).resolve()
-        self.settings = settings or Settings()
+        self.settings = _with_obsidian_links(self.root, settings or Settings())
         self.internal = internal_dir(self.root)
         self.store = FileStore(self.root, ignored=tuple(self.settings.index.ignore_dirs),
                                internal=self.internal)
@@ -320,6 +321,18 @@ class Vault:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _with_obsidian_links(root: Path, settings: Settings) -> Settings:
+    """`links.style` from Obsidian's "New link format" when the config does not set it: a
+    vault kept in Obsidian gets from our tools the links Obsidian would write there."""
+    if "style" in settings.links.model_fields_set:
+        return settings
+    style = link_style(root)
+    if style is None or style == settings.links.style:
+        return settings
+    return settings.model_copy(update={"links": settings.links.model_copy(
+        update={"style": style})})
 
 
 def open_vault(root: Path | str, settings: Settings | None = None, *, create: bool = False) -> Vault:

@@ -158,6 +158,20 @@ def detect_daily_layout(root: Path) -> DailyNotesLayout | None:
     return None
 
 
+# -- new link format (app.json newLinkFormat) ----------------------------------------------
+LINK_FORMATS = {"shortest": "shortest", "absolute": "path", "relative": "path"}
+"""Obsidian's "New link format" -> ours. We write no relative links (`[[../x]]` breaks when
+the linking note moves); a vault set to relative gets full vault paths, which Obsidian
+resolves as well and which never need rewriting when the source moves."""
+
+
+def link_style(root: Path) -> str | None:
+    """Our link style for the vault's `newLinkFormat` in .obsidian/app.json; None when
+    Obsidian has not set one (its default is shortest)."""
+    data = _read_json(root / OBSIDIAN_DIR / APP_SETTINGS) or {}
+    return LINK_FORMATS.get(str(data.get("newLinkFormat", "")))
+
+
 # -- excluded files (app.json userIgnoreFilters) -------------------------------------------
 def excluded_folders(root: Path) -> list[str]:
     """Obsidian's "Excluded files" (`userIgnoreFilters` in .obsidian/app.json)."""
