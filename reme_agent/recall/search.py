@@ -49,6 +49,7 @@ from reme_agent.recall.snippets import order_chunks
 from reme_agent.recall.timings import stage
 from reme_agent.recall.vector_side import start_vector_side
 from reme_agent.schema.layout import AUDIT, META, TOP_FOLDERS, layer_of
+from reme_agent.schema.obsidian import excluded_matcher
 
 if TYPE_CHECKING:
     from reme_agent.config import SearchSettings
@@ -298,7 +299,8 @@ def _check_query(query: str, limit: int) -> None:
 def _excluder(vault: Vault, include_archived: bool, *, prefix: str | None,
               layers: list[str] | None, held_back: set[str] | None = None
               ) -> Callable[[str], bool]:
-    """allowed(path): the prefix / layer filter, hidden layers and the archived set.
+    """allowed(path): the prefix / layer filter, hidden layers, the files Obsidian's
+    "Excluded files" hides (unless `prefix` names them) and the archived set.
 
     Archived paths it refuses are added to `held_back`: the candidates are asked only near
     the top of their ranking, so these are the archived notes this query would have found,
@@ -313,9 +315,14 @@ def _excluder(vault: Vault, include_archived: bool, *, prefix: str | None,
                     if h in wanted or (prefix and layer_of(prefix.lstrip("/")) == h)}
     hidden = tuple(f"{h}/" for h in HIDDEN_LAYERS if h not in shown_hidden)
     archived = None if include_archived else archived_now(vault)
+    excluded = excluded_matcher(vault.root)
+    if excluded is not None and prefix and excluded(prefix.lstrip("/")):
+        excluded = None   # the caller asked for that folder by name
 
     def allowed(path: str) -> bool:
         if hidden and path.startswith(hidden):
+            return False
+        if excluded is not None and excluded(path):
             return False
         if prefix and not path.startswith(prefix):
             return False

@@ -29,14 +29,18 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import logging
 import os
 import re
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from reme_agent.engine.atomic import replaced
+
+log = logging.getLogger("reme_agent.schema")
 
 __all__ = [
     "DailyNotesLayout",
@@ -178,6 +182,51 @@ def excluded_folders(root: Path) -> list[str]:
     data = _read_json(root / OBSIDIAN_DIR / APP_SETTINGS) or {}
     got = data.get("userIgnoreFilters")
     return [str(x) for x in got] if isinstance(got, list) else []
+
+
+_excluded_cache: dict[Path, tuple[tuple[int, int], Callable[[str], bool] | None]] = {}
+
+
+def excluded_matcher(root: Path) -> Callable[[str], bool] | None:
+    """path -> True for Obsidian's "Excluded files" (None: nothing excluded).
+
+    A filter `/.../` is a regular expression searched in the path; anything else is a path
+    prefix (`Templates/`, `Templates` and `/Templates` all exclude the folder), as Obsidian
+    applies them. Kept per vault until app.json's size or mtime changes (a search asks every
+    time; Obsidian may change it while we run). An invalid regex is skipped."""
+    target = root / OBSIDIAN_DIR / APP_SETTINGS
+    try:
+        st = target.stat()
+        key = (st.st_size, st.st_mtime_ns)
+    except OSError:
+        key = (-1, -1)
+    cached = _excluded_cache.get(root)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    matcher = _matcher(excluded_folders(root)) if key != (-1, -1) else None
+    _excluded_cache[root] = (key, matcher)
+    return matcher
+
+
+def _matcher(filters: list[str]) -> Callable[[str], bool] | None:
+    prefixes: list[str] = []
+    patterns: list[re.Pattern[str]] = []
+    for raw in filters:
+        text = raw.strip()
+        if len(text) > 2 and text.startswith("/") and text.endswith("/"):
+            try:
+                patterns.append(re.compile(text[1:-1]))
+            except re.error:
+                log.debug("Obsidian excluded-files filter %r is not a valid regex", text)
+        elif text.strip("/"):
+            prefixes.append(text.lstrip("/"))
+    if not prefixes and not patterns:
+        return None
+    starts = tuple(prefixes)
+
+    def excluded(path: str) -> bool:
+        return path.startswith(starts) or any(p.search(path) for p in patterns)
+    return excluded
 
 
 def add_excluded_folders(root: Path, folders: list[str]) -> list[str]:
