@@ -23,9 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from reme_agent.engine.idmap import BlockPaths
-from reme_agent.engine.links import Link, LinkResolver, name_key
+from reme_agent.engine.links import Link, LinkResolver, file_keys, link_key
 from reme_agent.engine.locks import flock_until
-from reme_agent.engine.names import link_names, note_description, note_title, resolver_over
+from reme_agent.engine.names import (
+    LinkNames,
+    link_names,
+    note_description,
+    note_title,
+    resolver_over,
+)
 from reme_agent.engine.parser import parse_note
 from reme_agent.engine.pipeline import EmbedPipeline, Mode
 from reme_agent.engine.progress import SILENT, Progress, auto
@@ -108,17 +114,23 @@ def block_id(path: str, document: str, occurrence: int) -> str:
     return digest[:24]
 
 
-def _name_keys(path: str, names: Iterable[str]) -> set[str]:
-    """Every key a link resolving to (or competing for) this file can have."""
-    return {name_key(path)} | {name_key(str(a)) for a in names}
+_ANY_KEY = "\0any"
+"""The link-key index's entry for notes with a link no file name can say (`[[../]]`,
+`[[x/.]]`: `links.link_key` is None): any change of names may change where it points."""
+_NO_NAMES = LinkNames([], [])
 
 
-def _names_of(row: FileRow | None) -> list[str]:
+def _name_keys(path: str, names: LinkNames = _NO_NAMES) -> set[str]:
+    """Every key a link resolving to (or competing for) this file can have (`file_keys`,
+    the same answer `retarget` gets), plus the entry of links no key can say."""
+    return file_keys(path, names.aliases, names.redirects) | {_ANY_KEY}
+
+
+def _names_of(row: FileRow | None) -> LinkNames:
     """A note's aliases and redirects: what decides which links resolve to it."""
     if row is None:
-        return []
-    names = link_names(row.frontmatter if isinstance(row.frontmatter, dict) else {})
-    return [*names.aliases, *names.redirects]
+        return _NO_NAMES
+    return link_names(row.frontmatter if isinstance(row.frontmatter, dict) else {})
 
 
 def _same_links(old: FileRow | None, new: FileRow) -> bool:
@@ -739,7 +751,7 @@ class Indexer:
         for path in gone:
             renamed[path] = _name_keys(path, _names_of(old_rows.get(path)))
         for path in uploads:
-            renamed[path] = _name_keys(path, [])
+            renamed[path] = _name_keys(path)
         if self._resolver is not None or self._by_key is not None:
             self._sync_names(changed, gone, uploads)
         # A note whose links are the ones it had keeps its edges: an edit of its text needs
@@ -781,11 +793,13 @@ class Indexer:
             for path, row in changed.items():
                 self._index_sources(path, row)
 
-    def sources_naming(self, path: str, names: Iterable[str]) -> set[str]:
+    def sources_naming(self, path: str, aliases: Iterable[str] = (),
+                       redirects: Iterable[str] = ()) -> set[str]:
         """Notes (as last indexed) with a link that a file at `path` with these alias-tier
         names could compete for: the only links a new file can change the meaning of."""
         by_key = self._sources_index()
-        return set().union(*(by_key.get(key, set()) for key in _name_keys(path, names)))
+        keys = _name_keys(path, LinkNames(list(aliases), list(redirects)))
+        return set().union(*(by_key.get(key, set()) for key in keys))
 
     def _sources_index(self) -> dict[str, set[str]]:
         """Link-target key -> notes with such a link; built from the state on first use."""
@@ -806,7 +820,7 @@ class Indexer:
                     del by_key[key]
         if row is None or not row.links:
             return
-        keys = {name_key(link["target"]) for link in row.links}
+        keys = {link_key(link["target"]) or _ANY_KEY for link in row.links}
         keys_of[source] = keys
         for key in keys:
             by_key.setdefault(key, set()).add(source)

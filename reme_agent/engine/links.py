@@ -69,6 +69,7 @@ __all__ = [
     "changed_keys",
     "edges_of",
     "extract_links",
+    "file_keys",
     "line_kinds",
     "link_key",
     "markdown_destination",
@@ -900,17 +901,12 @@ class LinkResolver:
         return new
 
     def keys_of(self, path: str) -> set[str]:
-        """Every `link_key` a link that resolves to `path` (or competes for its names) can
-        have: its file name (also without a second ``.md``: ``[[x.md]]`` names ``x.md.md``),
-        its aliases' and its redirects' last segments. Empty for an unknown path."""
+        """`file_keys` of a known path with its names as this resolver holds them; empty
+        for an unknown path."""
         key = self._key.get(path)
         if key is None:
             return set()
-        name = key.rsplit("/", 1)[-1]
-        keys = {name, name[:-3]} if name.endswith(".md") else {name}
-        keys.update(_key_tail(a) for a in self._aliases_of.get(path, ()))
-        keys.update(_key_tail(k) for k in self._redirects_of.get(path, ()))
-        return keys
+        return _keys(key, self._aliases_of.get(path, ()), self._redirects_of.get(path, ()))
 
     def remove(self, path: str) -> None:
         """Forget a note; unknown paths are ignored."""
@@ -1047,6 +1043,25 @@ def changed_keys(before: LinkResolver, after: LinkResolver) -> set[str]:
                 or before._aliases_of.get(path) != after._aliases_of.get(path)
                 or before._redirects_of.get(path) != after._redirects_of.get(path)):
             keys |= before.keys_of(path) | after.keys_of(path)
+    return keys
+
+
+def file_keys(path: str, aliases: Iterable[str] = (),
+              redirects: Iterable[str] = ()) -> set[str]:
+    """Every `link_key` a link that resolves to the file at `path` with these names (or
+    competes for them) can have: its file name (also without a second ``.md``:
+    ``[[x.md]]`` names ``x.md.md``), its aliases' and its redirects' last segments.
+
+    The one answer to "which links can a new, gone or renamed file change": `retarget`
+    (through `LinkResolver.keys_of`) and the indexer's incremental graph both ask it."""
+    return _keys(_path_key(path), _alias_keys(aliases), _redirect_keys_of(redirects))
+
+
+def _keys(path_key: str, alias_keys: Iterable[str], redirect_keys: Iterable[str]) -> set[str]:
+    name = path_key.rsplit("/", 1)[-1]
+    keys = {name, name[:-3]} if name.endswith(".md") else {name}
+    keys.update(_key_tail(a) for a in alias_keys)
+    keys.update(_key_tail(k) for k in redirect_keys)
     return keys
 
 

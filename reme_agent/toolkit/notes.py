@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from reme_agent.engine.fmedit import edit_frontmatter
 from reme_agent.engine.links import extract_links, missing_edges
-from reme_agent.engine.names import link_names
+from reme_agent.engine.names import LinkNames, link_names
 from reme_agent.engine.parser import (
     dump_note,
     eol_of,
@@ -293,7 +293,7 @@ def create_note(vault: Vault, path: str, text: str) -> str:
     note since it was last indexed is not seen by that check (`watch` keeps it current).
     """
     names = link_names(split_note(text, path).frontmatter)
-    if not _links_it_may_take(vault, path, [*names.aliases, *names.redirects]):
+    if not _links_it_may_take(vault, path, names):
         return vault.store.create(path, text)
     view = vault.view()
     after = view.after({}, added={path: names.aliases})
@@ -310,12 +310,12 @@ def create_note(vault: Vault, path: str, text: str) -> str:
     return vault.store.stamp(path) or ""
 
 
-def _links_it_may_take(vault: Vault, path: str, names: list[str]) -> bool:
+def _links_it_may_take(vault: Vault, path: str, names: LinkNames) -> bool:
     """Whether the index knows a link a new file with these names could take over. An index
     that cannot be opened (a full disk, a chroma server down) answers "maybe": a write
     never fails because of the index, the vault walk decides instead."""
     try:
-        return bool(vault.indexer.sources_naming(path, names))
+        return bool(vault.indexer.sources_naming(path, names.aliases, names.redirects))
     except (ReMeError, OSError) as exc:
         log.debug("link-key check fell back to a vault walk: %s", exc)
         return True
