@@ -411,9 +411,11 @@ def _links_in_chunk(chunk: str, base: int, first_line: int, out: list[Link],
             line_read = True
         pred = _predicate(fields, line_pred, s - ls, e - ls) if fields else line_pred
         out.append(Link(inner[t0:t1], alias, pred, first_line + li, base + s, base + e, anchor))
-    if refs and "](" in chunk:
+    if refs and ("](" in chunk or "]:" in chunk):
         wiki = [(x.start - base, x.end - base) for x in out[first:]]
-        md = _markdown_in_chunk(chunk, spans, comments, wiki)
+        md = _markdown_in_chunk(chunk, spans, comments, wiki) if "](" in chunk else []
+        if "]:" in chunk:
+            md = sorted(md + _definitions(chunk, comments, wiki))
         if md:
             found = out[first:]
             at = line = 0   # md is sorted: count line breaks once, left to right
@@ -459,6 +461,37 @@ def _markdown_in_chunk(chunk: str, code: list[tuple[int, int]],
                     found[d0] = (d0, d1, *parsed)
         m = _MD_OPEN_RE.search(chunk, s + 1)
     return sorted(found.values())
+
+
+# A link reference definition `[id]: dest "title"` (CommonMark 4.7) on one line, after the
+# quote and list markers that may open its block; a `[^id]:` label is a footnote, not one.
+_DEFINITION_RE = re.compile(
+    r"(?:[ \t]*>[ \t]?)*[ ]{0,3}(?:(?:[-*+]|[0-9]{1,9}[.)])[ \t]+)?"
+    r"\[(?!\^)(?:[^\[\]\\]|\\.)*[^\s\[\]\\](?:[^\[\]\\]|\\.)*\]:[ \t]*"
+    r"(<[^<>\n]*>|[^\s<][^\s]*)"
+    r"(?:[ \t]+(?:\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|\((?:[^()\\]|\\.)*\)))?[ \t]*$")
+
+
+def _definitions(chunk: str, comments: list[tuple[int, int]],
+                 wiki: list[tuple[int, int]]) -> list[tuple[int, int, str, str | None]]:
+    """Reference definitions opening one paragraph (``[id]: path/x.md "title"``, several in
+    a row), as `_markdown_in_chunk` gives links: a definition cannot interrupt a paragraph,
+    so the first line that is not one ends them."""
+    found: list[tuple[int, int, str, str | None]] = []
+    at = 0
+    while at <= len(chunk):
+        end = chunk.find("\n", at)
+        end = len(chunk) if end < 0 else end
+        m = _DEFINITION_RE.match(chunk, at, end)
+        if m is None or (m.group(1)[0] != "<" and not _balanced(m.group(1))):
+            break
+        d0, d1 = m.span(1)
+        if not (comments and _inside(comments, at, end)) and not (wiki and _inside(wiki, d0, d1)):
+            parsed = _internal_path(chunk[d0:d1])
+            if parsed is not None:
+                found.append((d0, d1, *parsed))
+        at = end + 1
+    return found
 
 
 def _destination(chunk: str, pos: int) -> tuple[int, int, int] | None:
@@ -558,7 +591,7 @@ def extract_links(text: str, line_offset: int = 1, *, kinds: bytearray | None = 
     `refs`: also the references that are not edges (EMBED and MARKDOWN links; see the module
     docstring), in order among the links.
     """
-    if "[[" not in text and not (refs and "](" in text):
+    if "[[" not in text and not (refs and ("](" in text or "]:" in text)):
         return []
     lines = text.split("\n")
     if kinds is None or len(kinds) != len(lines):
@@ -577,7 +610,8 @@ def extract_links(text: str, line_offset: int = 1, *, kinds: bytearray | None = 
         while j < n and kinds[j] == TEXT and (comment is None or not comment[j]):
             end += len(lines[j]) + 1
             j += 1
-        if text.find("[[", pos, end) >= 0 or (refs and text.find("](", pos, end) >= 0):
+        if text.find("[[", pos, end) >= 0 or (refs and (text.find("](", pos, end) >= 0
+                                                         or text.find("]:", pos, end) >= 0)):
             _links_in_chunk(text[pos:end], pos, i + line_offset, out, refs)
         pos = end + 1
         i = j

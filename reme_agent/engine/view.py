@@ -118,7 +118,7 @@ def _refs_of(store: FileStore, meta: NoteMeta | None) -> tuple[list[Link], bool]
         if data is None:
             return [], False
         current = stamp_of(data) == meta.stamp
-        if b"![[" not in data and b"](" not in data:   # most notes
+        if b"![[" not in data and b"](" not in data and b"]:" not in data:   # most notes
             return [], current
         text = normalize_eol(decode_text(data, meta.path).removeprefix("\ufeff"))
     except (OSError, NotText, NoteNotFound, PathEscape):
