@@ -23,7 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from reme_agent.engine.idmap import BlockPaths
-from reme_agent.engine.links import Link, LinkResolver, file_keys, link_key
+from reme_agent.engine.links import (
+    LINK,
+    Link,
+    LinkResolver,
+    extract_links,
+    file_keys,
+    link_key,
+    property_links,
+)
 from reme_agent.engine.locks import flock_until
 from reme_agent.engine.names import (
     LinkNames,
@@ -32,7 +40,7 @@ from reme_agent.engine.names import (
     note_title,
     resolver_over,
 )
-from reme_agent.engine.parser import parse_note
+from reme_agent.engine.parser import ParsedNote, parse_note
 from reme_agent.engine.pipeline import EmbedPipeline, Mode
 from reme_agent.engine.progress import SILENT, Progress, auto
 from reme_agent.engine.projections.graph import GraphProjection
@@ -68,9 +76,10 @@ COLLECTION_KEY = "vector_collection"
 GENERATION_KEY = "vector_generation"
 """State meta: the number of the last full rebuild (its collection is `<base>-g<N>`)."""
 DOCUMENTS_KEY = "block_documents"
-DOCUMENTS_VERSION = "3"
+DOCUMENTS_VERSION = "4"
 """State meta: how a note is read into what is indexed ("2": the first block carries the
-description; "3": a link inside an HTML comment is no link, `engine.links`). A whole-vault
+description; "3": a link inside an HTML comment is no link, `engine.links`; "4": the
+reference keys of embeds, Markdown links and property links, `state.refkeys`). A whole-vault
 run over an index built another way re-reads every file once; block ids follow the
 document, so only blocks whose document changed are embedded again."""
 
@@ -131,6 +140,17 @@ def _names_of(row: FileRow | None) -> LinkNames:
     if row is None:
         return _NO_NAMES
     return link_names(row.frontmatter if isinstance(row.frontmatter, dict) else {})
+
+
+def _ref_keys(note: ParsedNote) -> set[str]:
+    """The `link_key`s of the note's references that are no edges (embeds, Markdown links,
+    reference definitions, links in frontmatter values): what a new file may take over."""
+    body = note.body
+    refs = (extract_links(body, refs=True)
+            if "![[" in body or "](" in body or "]:" in body else [])
+    fm = note.frontmatter if isinstance(note.frontmatter, dict) else {}
+    return {link_key(x.target) or _ANY_KEY
+            for x in [*refs, *property_links(fm)] if x.kind != LINK}
 
 
 def _same_links(old: FileRow | None, new: FileRow) -> bool:
@@ -561,7 +581,7 @@ class Indexer:
         if seen is not None and seen[2] == stamp:
             self.state.touch(path, size, mtime_ns)
             return
-        new_row, blocks, docs = self._parse(path, text, size, mtime_ns, stamp, report)
+        new_row, blocks, docs, ref_keys = self._parse(path, text, size, mtime_ns, stamp, report)
         old_rows[path] = self.state.file(path) if seen is not None else None
         old_ids = set() if full else set(self.state.block_ids(path))
         new_ids = {b.id for b in blocks}
@@ -579,7 +599,7 @@ class Indexer:
                 b.tokens = self.keyword.add(b.id, docs[b.id])
             else:
                 b.tokens = self.keyword.tokens_of(b.id) or self.keyword.add(b.id, docs[b.id])
-        self.state.replace_file(new_row, blocks)
+        self.state.replace_file(new_row, blocks, ref_keys)
         self.stamps[path] = stamp
         changed_rows[path] = new_row
         report.changed_files.append(path)
@@ -666,7 +686,7 @@ class Indexer:
         return [path for path, _, _ in found]
 
     def _parse(self, path: str, text: str, size: int, mtime_ns: int, stamp: str,
-               report: IndexReport) -> tuple[FileRow, list[BlockRow], dict[str, str]]:
+               report: IndexReport) -> tuple[FileRow, list[BlockRow], dict[str, str], set[str]]:
         note = parse_note(path, text)
         if note.error is not None:
             log.warning("%s", note.error)
@@ -687,7 +707,7 @@ class Indexer:
         row = FileRow(path, size, mtime_ns, stamp, note.frontmatter,
                       [_link_dict(link) for link in note.links],
                       str(note.error) if note.error else None, time.time())
-        return row, blocks, docs
+        return row, blocks, docs, _ref_keys(note)
 
     def _embed(self, pending: EmbedPipeline) -> int:
         """Finish the pipeline's embedding; the "embedding" bar counts the blocks it has left."""
@@ -799,7 +819,8 @@ class Indexer:
         names could compete for: the only links a new file can change the meaning of."""
         by_key = self._sources_index()
         keys = _name_keys(path, LinkNames(list(aliases), list(redirects)))
-        return set().union(*(by_key.get(key, set()) for key in keys))
+        return set().union(*(by_key.get(key, set()) for key in keys),
+                           self.state.ref_sources(keys))
 
     def _sources_index(self) -> dict[str, set[str]]:
         """Link-target key -> notes with such a link; built from the state on first use."""

@@ -53,6 +53,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
+from typing import Any
 from urllib.parse import quote, unquote
 
 __all__ = [
@@ -75,6 +76,7 @@ __all__ = [
     "markdown_destination",
     "missing_edges",
     "name_key",
+    "property_links",
     "rewrite_targets",
     "target_key",
 ]
@@ -616,6 +618,27 @@ def extract_links(text: str, line_offset: int = 1, *, kinds: bytearray | None = 
         pos = end + 1
         i = j
     return out
+
+
+def property_links(frontmatter: Mapping[str, Any]) -> list[Link]:
+    """Wikilinks and embeds written in frontmatter text values (``related: "[[x]]"``, list
+    items, nested values; never keys), each with offsets into its own value.
+
+    DESIGN §4: frontmatter is no link source, so they are no edges. Obsidian renames
+    them, so a `move` or merge keeps them pointing at their file (`retarget`, through
+    `fmedit.edit_values`, which walks the same values)."""
+    found: list[Link] = []
+    todo: list[Any] = list(frontmatter.values())
+    while todo:
+        value = todo.pop()
+        if isinstance(value, str):
+            if "[[" in value:
+                found += [x for x in extract_links(value, refs=True) if x.kind != MARKDOWN]
+        elif isinstance(value, list):
+            todo += value
+        elif isinstance(value, dict):
+            todo += value.values()
+    return found
 
 
 # -- edges and the conservation diff ----------------------------------------------------------

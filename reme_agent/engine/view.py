@@ -24,7 +24,14 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from reme_agent.engine.codec import HANDLER
-from reme_agent.engine.links import LINK, Link, LinkResolver, extract_links, link_key
+from reme_agent.engine.links import (
+    LINK,
+    Link,
+    LinkResolver,
+    extract_links,
+    link_key,
+    property_links,
+)
 from reme_agent.engine.names import LinkNames, link_names, note_title, resolver_over
 from reme_agent.engine.parser import normalize_eol, split_note
 from reme_agent.engine.store import decode_text, stamp_of
@@ -184,6 +191,7 @@ class VaultView:
             self.notes = {p: note_meta(store, p, every.get(p), stats.get(p), max_bytes)
                           for p in self.files if p.lower().endswith(exts)}
         self._refs: dict[str, list[Link]] = {}
+        self._props: dict[str, list[Link]] = {}
         self._keys: dict[str, tuple[str, ...] | None] = {}
 
     def refs(self, path: str) -> list[Link]:
@@ -201,9 +209,21 @@ class VaultView:
             self._refs[path] = found
         return found
 
+    def props(self, path: str) -> list[Link]:
+        """The wikilinks and embeds in a note's frontmatter values (`links.property_links`):
+        no edges, but a move keeps them on their file. Read from the note's frontmatter as
+        the view has it (the index row while it matches): no file read."""
+        found = self._props.get(path)
+        if found is None:
+            meta = self.notes.get(path)
+            fm = meta.frontmatter if meta is not None else {}
+            found = self._props[path] = property_links(fm) if isinstance(fm, dict) else []
+        return found
+
     def names_any(self, path: str, keys: set[str]) -> bool:
-        """Whether a link or reference of the note at `path` has a `link_key` in `keys`, or
-        one no key can say (`[[../]]`): the notes a change of those names may touch."""
+        """Whether a link, reference or property link of the note at `path` has a
+        `link_key` in `keys`, or one no key can say (`[[../]]`): the notes a change of
+        those names may touch."""
         if not keys:
             return False
         found = self._keys.get(path, False)
@@ -214,6 +234,9 @@ class VaultView:
             else:
                 meta = self.notes.get(path)
                 found = _keys_of([x.target for x in meta.links] if meta else [])
+                if found is not None:
+                    props = _keys_of([x.target for x in self.props(path)])
+                    found = None if props is None else tuple({*found, *props})
                 if found is not None:
                     refs = _keys_of([x.target for x in self.refs(path)])
                     found = None if refs is None else tuple({*found, *refs})
