@@ -27,7 +27,7 @@ from reme_agent.engine.codec import jsonable, render_entry
 from reme_agent.engine.parser import normalize_eol, restore_eol, split_note
 from reme_agent.errors import FrontmatterEditError
 
-__all__ = ["KeySpan", "edit_frontmatter", "edit_values", "key_spans"]
+__all__ = ["KeySpan", "edit_frontmatter", "edit_values", "key_lines", "key_spans"]
 
 _NODE_START = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
 _NODE_END = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
@@ -106,6 +106,20 @@ def _last_line(text: str, end: int) -> int:
     while last > 0 and last < len(lines) and not lines[last].strip():
         last -= 1
     return last
+
+
+def key_lines(text: str) -> dict[str, int]:
+    """The file line (1-based) where each top-level frontmatter key of a note starts; {}
+    when the note has no frontmatter block or its lines cannot be told apart."""
+    parts = split_note(text)
+    if parts.error is not None or not parts.head:
+        return {}
+    yaml_text = normalize_eol(parts.head.removeprefix("\ufeff")).split("\n", 1)[1]
+    try:
+        spans = key_spans(yaml_text)
+    except yaml.YAMLError:
+        return {}
+    return {s.key: s.first + 2 for s in spans or () if s.key is not None}
 
 
 def _key_name(ev: Any) -> str | None:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from reme_agent.engine.codec import HANDLER
 from reme_agent.engine.links import (
     LINK,
+    MARKDOWN,
     Link,
     LinkResolver,
     extract_links,
@@ -134,7 +135,8 @@ def _refs_of(store: FileStore, meta: NoteMeta | None) -> tuple[list[Link], bool]
     # frontmatter was refused (`meta.error`) is all body, as the indexer reads it.
     found = None if meta.error else HANDLER.locate(text)
     body = text[found[2]:] if found is not None else text
-    return [x for x in extract_links(body, refs=True) if x.kind != LINK], current
+    first = text.count("\n", 0, found[2]) + 1 if found is not None else 1   # file lines
+    return [x for x in extract_links(body, first, refs=True) if x.kind != LINK], current
 
 
 def _keys_of(targets: Iterable[str]) -> tuple[str, ...] | None:
@@ -261,6 +263,26 @@ class VaultView:
         """(source, link) for every link in another note that resolves to `target`."""
         return [(src, link) for src, meta in self.notes.items() if src != target
                 for link in meta.links if self.resolve(link, src) == target]
+
+    def references_to(self, target: str) -> list[tuple[str, Link, str | None]]:
+        """(source, reference, property key or None) for every embed, Markdown link and
+        frontmatter-value link in another note that names `target` now: what `inbound`
+        (edges only) leaves out. Only notes naming one of `target`'s keys are read."""
+        keys = self.resolver.keys_of(target)
+        found: list[tuple[str, Link, str | None]] = []
+        for source in self.notes:
+            if source == target or not self.names_any(source, keys):
+                continue
+            for ref in self.refs(source):
+                if self.resolver.resolve(ref.target, source,
+                                         markdown=ref.kind == MARKDOWN) == target:
+                    found.append((source, ref, None))
+            if self.props(source):
+                fm = self.notes[source].frontmatter
+                for key, value in fm.items():
+                    found += [(source, x, key) for x in property_links({key: value})
+                              if self.resolver.resolve(x.target, source) == target]
+        return found
 
     def after(self, path_map: Mapping[str, str],
               aliases: Mapping[str, Iterable[str]] | None = None,

@@ -83,3 +83,37 @@ def test_a_move_of_the_note_itself_keeps_its_relative_property_links(make_vault)
     move(vault, "a/b/n.md", "a/b/c/n.md")
     parts = split_note(text(vault, "a/b/c/n.md"), "a/b/c/n.md")
     assert parts.frontmatter == {"parent": "[[../../A]]"}
+
+
+def test_delete_reports_embeds_markdown_and_property_links_it_leaves_dangling(
+        make_vault) -> None:
+    vault = make_vault({
+        "notes/Target.md": "# Target\n",
+        "a.md": "[[Target]] here\n\n![[Target#Part]]\n",
+        "b.md": ('---\nrelated: "[[Target]]"\nlist:\n  - x\n  - "[[notes/Target|t]]"\n---\n'
+                 "See [it](notes/Target.md) and [ref][t].\n\n[t]: <notes/Target.md>\n"),
+        "c.md": "[web](https://example.com/notes/Target.md) ![[Other]] `[[Target]]`\n",
+    })
+    got = delete(vault, "notes/Target.md")
+    assert [(d["source"], d["line"], d["kind"], d["target"], d["property"])
+            for d in got.data["dangling"]] == [
+        ("a.md", 1, "link", "Target", None),
+        ("a.md", 3, "embed", "Target", None),
+        ("b.md", 2, "property", "Target", "related"),
+        ("b.md", 3, "property", "notes/Target", "list"),
+        ("b.md", 7, "markdown", "notes/Target.md", None),
+        ("b.md", 9, "markdown", "notes/Target.md", None),
+    ]
+    assert all(d["now_resolves_to"] is None for d in got.data["dangling"])
+    assert got.text.splitlines() == [
+        "Deleted notes/Target.md; 6 link(s) now dangling",
+        "  a.md:1 [[Target]]",
+        "  a.md:3 ![[Target]]",
+        "  b.md:2 [[Target]] (property related)",
+        "  b.md:3 [[notes/Target]] (property list)",
+        "  b.md:7 [](notes/Target.md)",
+        "  b.md:9 [](notes/Target.md)",
+    ]
+    # lint (wikilinks only: DESIGN §4) agrees on the one edge left dangling
+    assert [(x["source"], x["target"]) for x in lint_dangling(vault).data["items"]] == [
+        ("a.md", "Target")]
