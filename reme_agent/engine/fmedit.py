@@ -356,7 +356,10 @@ def _scalar_text(old_src: str, style: str | None, old: str, new: str) -> str:
         kept = _literal_lines(old_src, old.split("\n"), new.split("\n"))
         if kept is not None:
             return kept
-    return json.dumps(new, ensure_ascii=False)   # a JSON string is a YAML double-quoted one
+    # A JSON string is a YAML double-quoted one; a block scalar's span runs on to the next
+    # line, whose break (and blank lines) it keeps.
+    tail = old_src[len(old_src.rstrip(" \t\r\n")):] if style in ("|", ">") else ""
+    return json.dumps(new, ensure_ascii=False) + tail
 
 
 def _literal_lines(old_src: str, old: list[str], new: list[str]) -> str | None:

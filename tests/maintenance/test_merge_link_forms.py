@@ -47,3 +47,13 @@ def test_a_merge_rewrites_reference_definitions_to_the_kept_note(
         "Per [the model][m] and [the web][w].\n\n"
         "[m]: ../knowledge/llm/llm.md#Scaling \"LLM\"\n"
         "[w]: https://example.com/archive/Large%20language%20model.md\n")
+
+
+def test_a_merge_rewrites_property_links_to_the_kept_note(make_vault: VaultFactory) -> None:
+    vault = make_vault({**NOTES, "notes/p.md": (
+        '---\nrelated: "[[Large language model]]"   # mine\n'
+        "see:\n  - '[[archive/Large language model#Scaling|scaling]]'\n---\n# P\n")})
+    apply_merge(vault, [W, L], now=NOW)
+    assert vault.store.read_text("notes/p.md") == (
+        '---\nrelated: "[[llm|Large language model]]"   # mine\n'
+        "see:\n  - '[[knowledge/llm/llm#Scaling|scaling]]'\n---\n# P\n")
