@@ -149,8 +149,9 @@ def _ref_keys(note: ParsedNote) -> set[str]:
     refs = (extract_links(body, refs=True)
             if "![[" in body or "](" in body or "]:" in body else [])
     fm = note.frontmatter if isinstance(note.frontmatter, dict) else {}
-    return {link_key(x.target) or _ANY_KEY
-            for x in [*refs, *property_links(fm)] if x.kind != LINK}
+    targets = [x.target for x in refs if x.kind != LINK]
+    targets += [x.target for x in property_links(fm)]
+    return {link_key(t) or _ANY_KEY for t in targets}
 
 
 def _same_links(old: FileRow | None, new: FileRow) -> bool:

@@ -44,6 +44,15 @@ def test_a_create_that_makes_only_embeds_and_property_links_ambiguous_rewrites_t
                              == "knowledge/bm25.md" for x in found)
 
 
+def test_a_create_that_makes_only_a_property_links_name_ambiguous_rewrites_it(
+        make_vault) -> None:
+    vault = make_vault({"knowledge/bm25.md": "# BM25\n",
+                        "props.md": "---\nsee:\n  - '[[bm25#Scores]]'\n---\n# Props\n"})
+    write_note(vault, "other/bm25.md", body="# Another BM25\n")
+    assert text(vault, "props.md") == (
+        "---\nsee:\n  - '[[knowledge/bm25#Scores]]'\n---\n# Props\n")
+
+
 def test_a_move_rewrites_property_links_keeping_quotes_comments_and_style(make_vault) -> None:
     fm = ('---\n'
           'title: Hub\n'
