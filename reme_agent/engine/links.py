@@ -15,11 +15,13 @@ Forms (DESIGN §4), parsed from a note's body:
   indented code blocks are not edges; ``[[]]`` and same-note ``[[#heading]]`` are ignored.
 
 References that are not edges (``extract_links(..., refs=True)``): embeds ``![[x]]`` and
-Markdown links and images ``[text](folder/x%20y.md#h)``, ``![alt](<x y.png>)`` to a vault
-path (a URL with a scheme, ``//host`` or a bare ``#fragment`` is not one). A `move` or merge
-keeps them pointing at their file, as Obsidian does when it renames (its metadata cache lists
-embeds and Markdown links, and a rename rewrites what the cache lists); the graph does not
-hold them (DESIGN §4 names only the wikilink forms as edges).
+Markdown links and images ``[text](folder/x%20y.md#h)``, ``![alt](<x y.png>)`` and reference
+definitions ``[id]: folder/x.md "title"`` to a vault path (a URL with a scheme, ``//host`` or
+a bare ``#fragment`` is not one); and links in frontmatter values (`property_links`). A
+`move` or merge keeps them pointing at their file, as Obsidian does when it renames (its
+metadata cache lists embeds, Markdown links and frontmatter links, and a rename rewrites
+what the cache lists); the graph does not hold them (DESIGN §4 names only the wikilink
+forms in the body as edges).
 
 Comments, as Obsidian's metadata cache reads them: a link inside an HTML comment
 (``<!-- [[x]] -->``, inline or a whole ``<!--`` block, which per CommonMark ends with the

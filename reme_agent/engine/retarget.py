@@ -17,10 +17,13 @@ Only notes that can be touched are checked link by link: a note that stays where
 has no link or reference whose `links.link_key` is among the keys the change touches
 (`links.changed_keys`) keeps every link's meaning (`VaultView.names_any`).
 
-Embeds (``![[x]]``) and Markdown links (``[t](x.md)``) are not edges, so the index does not
-hold them: `VaultView.refs` reads each note's from its file, and they are rewritten by the
-same rule (a Markdown link stays relative, absolute or a name, encoded as it was). A link
-inside an HTML comment is none of these and is never rewritten (`engine.links`).
+Embeds (``![[x]]``) and Markdown links (``[t](x.md)``, ``[id]: x.md``) are not edges, so
+the index does not hold them: `VaultView.refs` reads each note's from its file, and they
+are rewritten by the same rule (a Markdown link stays relative, absolute or a name, encoded
+as it was). Links in frontmatter values (``related: "[[x]]"``: no edges, DESIGN §4) come
+from the note's frontmatter (`VaultView.props`) and are rewritten by the same rule through
+`fmedit.edit_values`, which changes only those values' characters. A link inside an HTML
+comment is none of these and is never rewritten (`engine.links`).
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ The resolver knows every file (a link to an image or a PDF is not dangling) plus
 aliases; `after` gives the resolver a planned rename or removal would leave behind.
 A note's embeds and Markdown links (`refs`) are not edges and not in the index: they are
 read from the file the first time a plan asks (measured in `bench/bench_move_refs.py`).
+Links in its frontmatter values (`props`) come from its frontmatter, with no read.
 Built with a `ViewMemo` (`Vault.view`), a view reads only the notes changed since the
 process's last view, and makes a note's `NoteMeta` only when asked (`engine.viewmemo`).
 """

@@ -287,10 +287,11 @@ def create_note(vault: Vault, path: str, text: str) -> str:
     shortest form that still names its file), with the create, in one journalled
     transaction (DESIGN §5); a plain create when no link is affected.
 
-    Whether any link is affected is asked of the index's link-key table first (notes with a
-    link whose last segment is one of the new names), so a create costs no vault walk when
-    nothing can change: 5,000 notes took ~2 s a create with the walk. A link typed into a
-    note since it was last indexed is not seen by that check (`watch` keeps it current).
+    Whether any link is affected is asked of the index first (notes with a link, an embed, a
+    Markdown link or a property link whose key is one of the new names': the link-key
+    index and the reference keys), so a create costs no vault walk when nothing can change:
+    5,000 notes took ~2 s a create with the walk. A link typed into a note since it was
+    last indexed is not seen by that check (`watch` keeps it current).
     """
     names = link_names(split_note(text, path).frontmatter)
     if not _links_it_may_take(vault, path, names):
