@@ -1,7 +1,8 @@
 """What a `move` costs at 1k-10k notes, before and after the move-speed work (session 7).
 
 On one generated vault per size (word-list text, hash embedder), with `--share` of the
-notes holding an embed, a Markdown link and image and `--web` an external link, it prints:
+notes holding an embed, a Markdown link and image, `--web` an external link and `--props`
+links in frontmatter properties, it prints:
 
 - the pieces a move used to pay whole: building the view (every folder, stat, index rows),
   the refs scan (every note read for embeds and Markdown links);
@@ -62,6 +63,21 @@ def add_refs(root: Path, paths: list[str], share: float, web: float, seed: int) 
     return n
 
 
+def add_props(root: Path, paths: list[str], share: float, seed: int) -> int:
+    """Give `share` of the notes a property holding links (`related: "[[x]]"` and a list
+    item), which a move rewrites too (session 8); found from the frontmatter, no read."""
+    rng = random.Random(seed)
+    n = 0
+    for p in paths:
+        if rng.random() < share:
+            a, b = rng.sample(paths, 2)
+            text = (root / p).read_text(encoding="utf-8")
+            prop = f'see: "[[{Path(a).stem}]]"\nup:\n  - "[[{b[:-3]}|up]]"\n'
+            (root / p).write_text(text.replace("---\n", "---\n" + prop, 1), encoding="utf-8")
+            n += 1
+    return n
+
+
 def timed(fn) -> float:
     t = time.perf_counter()
     fn()
@@ -108,6 +124,7 @@ def bench(n: int, args: argparse.Namespace) -> None:
     if not root.exists():
         paths = generate_vault(root, n)
         with_refs = add_refs(root, paths, args.share, args.web, seed=11)
+        add_props(root, paths, args.props, seed=13)
     else:
         paths, with_refs = sorted(str(p.relative_to(root)) for p in root.rglob("*.md")
                                   if ".reme" not in p.parts), -1
@@ -168,6 +185,7 @@ def main() -> None:
     ap.add_argument("--notes", type=int, nargs="+", default=[1000, 10000])
     ap.add_argument("--share", type=float, default=0.1, help="notes holding embeds/Markdown links")
     ap.add_argument("--web", type=float, default=0.3, help="notes holding an external link")
+    ap.add_argument("--props", type=float, default=0.1, help="notes with links in properties")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--keep", action="store_true", help="reuse a vault generated before")
     ap.add_argument("--work", type=Path, default=Path("bench/out/move_refs"))

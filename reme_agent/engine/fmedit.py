@@ -16,7 +16,8 @@ rather than written wrong.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +27,7 @@ from reme_agent.engine.codec import jsonable, render_entry
 from reme_agent.engine.parser import normalize_eol, restore_eol, split_note
 from reme_agent.errors import FrontmatterEditError
 
-__all__ = ["KeySpan", "edit_frontmatter", "key_spans"]
+__all__ = ["KeySpan", "edit_frontmatter", "edit_values", "key_lines", "key_spans"]
 
 _NODE_START = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
 _NODE_END = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
@@ -105,6 +106,20 @@ def _last_line(text: str, end: int) -> int:
     while last > 0 and last < len(lines) and not lines[last].strip():
         last -= 1
     return last
+
+
+def key_lines(text: str) -> dict[str, int]:
+    """The file line (1-based) where each top-level frontmatter key of a note starts; {}
+    when the note has no frontmatter block or its lines cannot be told apart."""
+    parts = split_note(text)
+    if parts.error is not None or not parts.head:
+        return {}
+    yaml_text = normalize_eol(parts.head.removeprefix("\ufeff")).split("\n", 1)[1]
+    try:
+        spans = key_spans(yaml_text)
+    except yaml.YAMLError:
+        return {}
+    return {s.key: s.first + 2 for s in spans or () if s.key is not None}
 
 
 def _key_name(ev: Any) -> str | None:
@@ -251,3 +266,139 @@ def _check(new_text: str, expected: Mapping[str, Any], path: str) -> None:
             f"Refused property edit of {path!r}: it would also change {', '.join(other)} "
             "(a YAML anchor, alias or merge key ties them together); nothing was written.",
             "Edit these keys together, or rewrite the frontmatter with `write` (text=...).")
+
+
+def edit_values(text: str, rewrite: Callable[[str], str | None], path: str = "") -> str:
+    """`text` with each frontmatter text value (a property's, a list item's, at any depth;
+    never a key) replaced by `rewrite(value)` when that returns another string.
+
+    Why: a move rewrites links held in properties (``related: "[[Old]]"``) as Obsidian
+    does, and the person's YAML must stay as written around them. Only the changed
+    scalar's characters are replaced, in its own quoting (plain, '...', "..."), or, for a
+    literal block (``|``), only its changed lines; a scalar written over several lines (or
+    plain text that would no longer read back the same) becomes one double-quoted line.
+    The result is read back like every edit: ParseError when the note's frontmatter cannot
+    be read, FrontmatterEditError when the result would not hold exactly the new values.
+    """
+    parts = split_note(text, path)
+    if parts.error is not None:
+        raise parts.error
+    if not parts.head:
+        return text
+    lead = 1 if parts.head.startswith("\ufeff") else 0
+    src = parts.head[lead:]
+    seen: dict[str, str | None] = {}   # rewrite is asked once per scalar, not again below
+
+    def once(value: str) -> str | None:
+        if value not in seen:
+            seen[value] = rewrite(value)
+        return seen[value]
+
+    edits = [(s, e, _scalar_text(src[s:e], style, old, new))
+             for s, e, style, old, new in _value_edits(src, rewrite, seen)]
+    if not edits:
+        return text
+    for s, e, new_src in reversed(edits):
+        src = src[:s] + new_src + src[e:]
+    new_text = parts.head[:lead] + src + parts.body
+    _check(new_text, _rewritten(parts.frontmatter, once), path)
+    return new_text
+
+
+def _value_edits(src: str, rewrite: Callable[[str], str | None], seen: dict[str, str | None]
+                 ) -> list[tuple[int, int, str | None, str, str]]:
+    """(start, end, style, old value, new value) of every value scalar of the first YAML
+    document in `src` (the head, fences included) that `rewrite` changes; `seen` records
+    each answer."""
+    out: list[tuple[int, int, str | None, str, str]] = []
+    stack: list[list[bool]] = []   # per open collection: [is a mapping, next node is a key]
+    for ev in yaml.parse(src, Loader=yaml.SafeLoader):   # pure Python: marks are str offsets
+        if isinstance(ev, yaml.DocumentEndEvent):
+            break
+        if isinstance(ev, _NODE_END):
+            stack.pop()
+            continue
+        if not isinstance(ev, (yaml.NodeEvent, *_NODE_START)):
+            continue
+        is_key = bool(stack) and stack[-1][0] and stack[-1][1]
+        if stack and stack[-1][0]:
+            stack[-1][1] = not stack[-1][1]
+        if isinstance(ev, _NODE_START):
+            stack.append([isinstance(ev, yaml.MappingStartEvent), True])
+        elif (isinstance(ev, yaml.ScalarEvent) and not is_key and stack
+              and ev.tag in (None, "!", "tag:yaml.org,2002:str")):
+            new = seen[ev.value] = rewrite(ev.value)
+            if new is not None and new != ev.value:
+                start = _after_properties(src, ev.start_mark.index)
+                out.append((start, ev.end_mark.index, ev.style, ev.value, new))
+    return out
+
+
+def _after_properties(src: str, pos: int) -> int:
+    """Where a node's own text starts: past its `&anchor` and `!tag` (the event's mark
+    starts at them), which stay as written."""
+    while pos < len(src) and src[pos] in "&!":
+        while pos < len(src) and src[pos] not in " \t\r\n":
+            pos += 1
+        while pos < len(src) and src[pos] in " \t\r\n":
+            pos += 1
+    return pos
+
+
+def _scalar_text(old_src: str, style: str | None, old: str, new: str) -> str:
+    """The source of a scalar holding `new`, written as `old_src` wrote `old` when it can."""
+    one_line = "\n" not in old_src and "\r" not in old_src
+    if one_line and style == "'":
+        return "'" + new.replace("'", "''") + "'"
+    if one_line and style is None and old_src == old and _plain_ok(new):
+        return new
+    if style == "|":
+        kept = _literal_lines(old_src, old.split("\n"), new.split("\n"))
+        if kept is not None:
+            return kept
+    # A JSON string is a YAML double-quoted one; a block scalar's span runs on to the next
+    # line, whose break (and blank lines) it keeps.
+    tail = old_src[len(old_src.rstrip(" \t\r\n")):] if style in ("|", ">") else ""
+    return json.dumps(new, ensure_ascii=False) + tail
+
+
+def _literal_lines(old_src: str, old: list[str], new: list[str]) -> str | None:
+    """A literal block (``|``) with only its changed lines replaced: content line i (after
+    the header line) holds value line i after the block's indentation; None when the
+    lines do not line up so (the caller writes the value quoted instead)."""
+    header, *content = old_src.splitlines(keepends=True)
+    if len(old) != len(new):
+        return None
+    out = [header]
+    for i, line in enumerate(content):
+        if i < len(old) and old[i] != new[i]:
+            body = line.rstrip("\r\n")
+            indent = body[:len(body) - len(old[i])]
+            if not old[i] or not body.endswith(old[i]) or indent.strip():
+                return None
+            line = indent + new[i] + line[len(body):]
+        out.append(line)
+    if any(old[i] != new[i] for i in range(len(content), len(old))):
+        return None
+    return "".join(out)
+
+
+def _plain_ok(value: str) -> bool:
+    """Whether `value` reads back as itself written plain as a mapping value and list item."""
+    try:
+        return all(yaml.safe_load(doc) == want for doc, want in (
+            (f"k: {value}", {"k": value}), (f"- {value}", [value])))
+    except yaml.YAMLError:
+        return False
+
+
+def _rewritten(value: Any, rewrite: Callable[[str], str | None]) -> Any:
+    """What the reader must see after `edit_values`: every text value rewritten."""
+    if isinstance(value, str):
+        new = rewrite(value)
+        return value if new is None else new
+    if isinstance(value, list):
+        return [_rewritten(v, rewrite) for v in value]
+    if isinstance(value, dict):
+        return {k: _rewritten(v, rewrite) for k, v in value.items()}
+    return value

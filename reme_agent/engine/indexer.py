@@ -23,10 +23,24 @@ from pathlib import Path
 from typing import Any
 
 from reme_agent.engine.idmap import BlockPaths
-from reme_agent.engine.links import Link, LinkResolver, name_key
+from reme_agent.engine.links import (
+    LINK,
+    Link,
+    LinkResolver,
+    extract_links,
+    file_keys,
+    link_key,
+    property_links,
+)
 from reme_agent.engine.locks import flock_until
-from reme_agent.engine.names import link_names, note_description, note_title, resolver_over
-from reme_agent.engine.parser import parse_note
+from reme_agent.engine.names import (
+    LinkNames,
+    link_names,
+    note_description,
+    note_title,
+    resolver_over,
+)
+from reme_agent.engine.parser import ParsedNote, parse_note
 from reme_agent.engine.pipeline import EmbedPipeline, Mode
 from reme_agent.engine.progress import SILENT, Progress, auto
 from reme_agent.engine.projections.graph import GraphProjection
@@ -64,7 +78,8 @@ GENERATION_KEY = "vector_generation"
 DOCUMENTS_KEY = "block_documents"
 DOCUMENTS_VERSION = "4"
 """State meta: how a note is read into what is indexed ("2": the first block carries the
-description; "3": a link inside an HTML comment is no link, `engine.links`; "4": a row
+description; "3": a link inside an HTML comment is no link, `engine.links`; "4": the
+reference keys of embeds, Markdown links and property links, `state.refkeys`, and a row
 holds the body's inline `#tags`, `engine.tags`). A whole-vault
 run over an index built another way re-reads every file once; block ids follow the
 document, so only blocks whose document changed are embedded again."""
@@ -109,17 +124,35 @@ def block_id(path: str, document: str, occurrence: int) -> str:
     return digest[:24]
 
 
-def _name_keys(path: str, names: Iterable[str]) -> set[str]:
-    """Every key a link resolving to (or competing for) this file can have."""
-    return {name_key(path)} | {name_key(str(a)) for a in names}
+_ANY_KEY = "\0any"
+"""The link-key index's entry for notes with a link no file name can say (`[[../]]`,
+`[[x/.]]`: `links.link_key` is None): any change of names may change where it points."""
+_NO_NAMES = LinkNames([], [])
 
 
-def _names_of(row: FileRow | None) -> list[str]:
+def _name_keys(path: str, names: LinkNames = _NO_NAMES) -> set[str]:
+    """Every key a link resolving to (or competing for) this file can have (`file_keys`,
+    the same answer `retarget` gets), plus the entry of links no key can say."""
+    return file_keys(path, names.aliases, names.redirects) | {_ANY_KEY}
+
+
+def _names_of(row: FileRow | None) -> LinkNames:
     """A note's aliases and redirects: what decides which links resolve to it."""
     if row is None:
-        return []
-    names = link_names(row.frontmatter if isinstance(row.frontmatter, dict) else {})
-    return [*names.aliases, *names.redirects]
+        return _NO_NAMES
+    return link_names(row.frontmatter if isinstance(row.frontmatter, dict) else {})
+
+
+def _ref_keys(note: ParsedNote) -> set[str]:
+    """The `link_key`s of the note's references that are no edges (embeds, Markdown links,
+    reference definitions, links in frontmatter values): what a new file may take over."""
+    body = note.body
+    refs = (extract_links(body, refs=True)
+            if "![[" in body or "](" in body or "]:" in body else [])
+    fm = note.frontmatter if isinstance(note.frontmatter, dict) else {}
+    targets = [x.target for x in refs if x.kind != LINK]
+    targets += [x.target for x in property_links(fm)]
+    return {link_key(t) or _ANY_KEY for t in targets}
 
 
 def _same_links(old: FileRow | None, new: FileRow) -> bool:
@@ -550,7 +583,7 @@ class Indexer:
         if seen is not None and seen[2] == stamp:
             self.state.touch(path, size, mtime_ns)
             return
-        new_row, blocks, docs = self._parse(path, text, size, mtime_ns, stamp, report)
+        new_row, blocks, docs, ref_keys = self._parse(path, text, size, mtime_ns, stamp, report)
         old_rows[path] = self.state.file(path) if seen is not None else None
         old_ids = set() if full else set(self.state.block_ids(path))
         new_ids = {b.id for b in blocks}
@@ -568,7 +601,7 @@ class Indexer:
                 b.tokens = self.keyword.add(b.id, docs[b.id])
             else:
                 b.tokens = self.keyword.tokens_of(b.id) or self.keyword.add(b.id, docs[b.id])
-        self.state.replace_file(new_row, blocks)
+        self.state.replace_file(new_row, blocks, ref_keys)
         self.stamps[path] = stamp
         changed_rows[path] = new_row
         report.changed_files.append(path)
@@ -655,7 +688,7 @@ class Indexer:
         return [path for path, _, _ in found]
 
     def _parse(self, path: str, text: str, size: int, mtime_ns: int, stamp: str,
-               report: IndexReport) -> tuple[FileRow, list[BlockRow], dict[str, str]]:
+               report: IndexReport) -> tuple[FileRow, list[BlockRow], dict[str, str], set[str]]:
         note = parse_note(path, text)
         if note.error is not None:
             log.warning("%s", note.error)
@@ -676,7 +709,7 @@ class Indexer:
         row = FileRow(path, size, mtime_ns, stamp, note.frontmatter,
                       [_link_dict(link) for link in note.links],
                       str(note.error) if note.error else None, time.time(), note.tags)
-        return row, blocks, docs
+        return row, blocks, docs, _ref_keys(note)
 
     def _embed(self, pending: EmbedPipeline) -> int:
         """Finish the pipeline's embedding; the "embedding" bar counts the blocks it has left."""
@@ -740,7 +773,7 @@ class Indexer:
         for path in gone:
             renamed[path] = _name_keys(path, _names_of(old_rows.get(path)))
         for path in uploads:
-            renamed[path] = _name_keys(path, [])
+            renamed[path] = _name_keys(path)
         if self._resolver is not None or self._by_key is not None:
             self._sync_names(changed, gone, uploads)
         # A note whose links are the ones it had keeps its edges: an edit of its text needs
@@ -782,11 +815,14 @@ class Indexer:
             for path, row in changed.items():
                 self._index_sources(path, row)
 
-    def sources_naming(self, path: str, names: Iterable[str]) -> set[str]:
+    def sources_naming(self, path: str, aliases: Iterable[str] = (),
+                       redirects: Iterable[str] = ()) -> set[str]:
         """Notes (as last indexed) with a link that a file at `path` with these alias-tier
         names could compete for: the only links a new file can change the meaning of."""
         by_key = self._sources_index()
-        return set().union(*(by_key.get(key, set()) for key in _name_keys(path, names)))
+        keys = _name_keys(path, LinkNames(list(aliases), list(redirects)))
+        return set().union(*(by_key.get(key, set()) for key in keys),
+                           self.state.ref_sources(keys))
 
     def _sources_index(self) -> dict[str, set[str]]:
         """Link-target key -> notes with such a link; built from the state on first use."""
@@ -807,7 +843,7 @@ class Indexer:
                     del by_key[key]
         if row is None or not row.links:
             return
-        keys = {name_key(link["target"]) for link in row.links}
+        keys = {link_key(link["target"]) or _ANY_KEY for link in row.links}
         keys_of[source] = keys
         for key in keys:
             by_key.setdefault(key, set()).add(source)

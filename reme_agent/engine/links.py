@@ -15,11 +15,13 @@ Forms (DESIGN §4), parsed from a note's body:
   indented code blocks are not edges; ``[[]]`` and same-note ``[[#heading]]`` are ignored.
 
 References that are not edges (``extract_links(..., refs=True)``): embeds ``![[x]]`` and
-Markdown links and images ``[text](folder/x%20y.md#h)``, ``![alt](<x y.png>)`` to a vault
-path (a URL with a scheme, ``//host`` or a bare ``#fragment`` is not one). A `move` or merge
-keeps them pointing at their file, as Obsidian does when it renames (its metadata cache lists
-embeds and Markdown links, and a rename rewrites what the cache lists); the graph does not
-hold them (DESIGN §4 names only the wikilink forms as edges).
+Markdown links and images ``[text](folder/x%20y.md#h)``, ``![alt](<x y.png>)`` and reference
+definitions ``[id]: folder/x.md "title"`` to a vault path (a URL with a scheme, ``//host`` or
+a bare ``#fragment`` is not one); and links in frontmatter values (`property_links`). A
+`move` or merge keeps them pointing at their file, as Obsidian does when it renames (its
+metadata cache lists embeds, Markdown links and frontmatter links, and a rename rewrites
+what the cache lists); the graph does not hold them (DESIGN §4 names only the wikilink
+forms in the body as edges).
 
 Comments, as Obsidian's metadata cache reads them: a link inside an HTML comment
 (``<!-- [[x]] -->``, inline or a whole ``<!--`` block, which per CommonMark ends with the
@@ -53,6 +55,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
+from typing import Any
 from urllib.parse import quote, unquote
 
 __all__ = [
@@ -69,12 +72,14 @@ __all__ = [
     "changed_keys",
     "edges_of",
     "extract_links",
+    "file_keys",
     "line_kinds",
     "link_key",
     "markdown_destination",
     "missing_edges",
     "name_key",
     "not_prose",
+    "property_links",
     "prose_chunks",
     "rewrite_targets",
     "target_key",
@@ -420,9 +425,11 @@ def _links_in_chunk(chunk: str, base: int, first_line: int, out: list[Link],
             line_read = True
         pred = _predicate(fields, line_pred, s - ls, e - ls) if fields else line_pred
         out.append(Link(inner[t0:t1], alias, pred, first_line + li, base + s, base + e, anchor))
-    if refs and "](" in chunk:
+    if refs and ("](" in chunk or "]:" in chunk):
         wiki = [(x.start - base, x.end - base) for x in out[first:]]
-        md = _markdown_in_chunk(chunk, spans, comments, wiki)
+        md = _markdown_in_chunk(chunk, spans, comments, wiki) if "](" in chunk else []
+        if "]:" in chunk:
+            md = sorted(md + _definitions(chunk, comments, wiki))
         if md:
             found = out[first:]
             at = line = 0   # md is sorted: count line breaks once, left to right
@@ -468,6 +475,37 @@ def _markdown_in_chunk(chunk: str, code: list[tuple[int, int]],
                     found[d0] = (d0, d1, *parsed)
         m = _MD_OPEN_RE.search(chunk, s + 1)
     return sorted(found.values())
+
+
+# A link reference definition `[id]: dest "title"` (CommonMark 4.7) on one line, after the
+# quote and list markers that may open its block; a `[^id]:` label is a footnote, not one.
+_DEFINITION_RE = re.compile(
+    r"(?:[ \t]*>[ \t]?)*[ ]{0,3}(?:(?:[-*+]|[0-9]{1,9}[.)])[ \t]+)?"
+    r"\[(?!\^)(?:[^\[\]\\]|\\.)*[^\s\[\]\\](?:[^\[\]\\]|\\.)*\]:[ \t]*"
+    r"(<[^<>\n]*>|[^\s<][^\s]*)"
+    r"(?:[ \t]+(?:\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|\((?:[^()\\]|\\.)*\)))?[ \t]*$")
+
+
+def _definitions(chunk: str, comments: list[tuple[int, int]],
+                 wiki: list[tuple[int, int]]) -> list[tuple[int, int, str, str | None]]:
+    """Reference definitions opening one paragraph (``[id]: path/x.md "title"``, several in
+    a row), as `_markdown_in_chunk` gives links: a definition cannot interrupt a paragraph,
+    so the first line that is not one ends them."""
+    found: list[tuple[int, int, str, str | None]] = []
+    at = 0
+    while at <= len(chunk):
+        end = chunk.find("\n", at)
+        end = len(chunk) if end < 0 else end
+        m = _DEFINITION_RE.match(chunk, at, end)
+        if m is None or (m.group(1)[0] != "<" and not _balanced(m.group(1))):
+            break
+        d0, d1 = m.span(1)
+        if not (comments and _inside(comments, at, end)) and not (wiki and _inside(wiki, d0, d1)):
+            parsed = _internal_path(chunk[d0:d1])
+            if parsed is not None:
+                found.append((d0, d1, *parsed))
+        at = end + 1
+    return found
 
 
 def _destination(chunk: str, pos: int) -> tuple[int, int, int] | None:
@@ -567,11 +605,12 @@ def extract_links(text: str, line_offset: int = 1, *, kinds: bytearray | None = 
     `refs`: also the references that are not edges (EMBED and MARKDOWN links; see the module
     docstring), in order among the links.
     """
-    if "[[" not in text and not (refs and "](" in text):
+    if "[[" not in text and not (refs and ("](" in text or "]:" in text)):
         return []
     out: list[Link] = []
     for pos, end, i in prose_chunks(text, kinds):
-        if text.find("[[", pos, end) >= 0 or (refs and text.find("](", pos, end) >= 0):
+        if text.find("[[", pos, end) >= 0 or (refs and (text.find("](", pos, end) >= 0
+                                                         or text.find("]:", pos, end) >= 0)):
             _links_in_chunk(text[pos:end], pos, i + line_offset, out, refs)
     return out
 
@@ -599,6 +638,27 @@ def prose_chunks(text: str, kinds: bytearray | None = None) -> Iterator[tuple[in
         yield pos, end, i
         pos = end + 1
         i = j
+
+
+def property_links(frontmatter: Mapping[str, Any]) -> list[Link]:
+    """Wikilinks and embeds written in frontmatter text values (``related: "[[x]]"``, list
+    items, nested values; never keys), each with offsets into its own value.
+
+    DESIGN §4: frontmatter is no link source, so they are no edges. Obsidian renames
+    them, so a `move` or merge keeps them pointing at their file (`retarget`, through
+    `fmedit.edit_values`, which walks the same values)."""
+    found: list[Link] = []
+    todo: list[Any] = list(frontmatter.values())
+    while todo:
+        value = todo.pop()
+        if isinstance(value, str):
+            if "[[" in value:
+                found += [x for x in extract_links(value, refs=True) if x.kind != MARKDOWN]
+        elif isinstance(value, list):
+            todo += value
+        elif isinstance(value, dict):
+            todo += value.values()
+    return found
 
 
 # -- edges and the conservation diff ----------------------------------------------------------
@@ -918,17 +978,12 @@ class LinkResolver:
         return new
 
     def keys_of(self, path: str) -> set[str]:
-        """Every `link_key` a link that resolves to `path` (or competes for its names) can
-        have: its file name (also without a second ``.md``: ``[[x.md]]`` names ``x.md.md``),
-        its aliases' and its redirects' last segments. Empty for an unknown path."""
+        """`file_keys` of a known path with its names as this resolver holds them; empty
+        for an unknown path."""
         key = self._key.get(path)
         if key is None:
             return set()
-        name = key.rsplit("/", 1)[-1]
-        keys = {name, name[:-3]} if name.endswith(".md") else {name}
-        keys.update(_key_tail(a) for a in self._aliases_of.get(path, ()))
-        keys.update(_key_tail(k) for k in self._redirects_of.get(path, ()))
-        return keys
+        return _keys(key, self._aliases_of.get(path, ()), self._redirects_of.get(path, ()))
 
     def remove(self, path: str) -> None:
         """Forget a note; unknown paths are ignored."""
@@ -1065,6 +1120,25 @@ def changed_keys(before: LinkResolver, after: LinkResolver) -> set[str]:
                 or before._aliases_of.get(path) != after._aliases_of.get(path)
                 or before._redirects_of.get(path) != after._redirects_of.get(path)):
             keys |= before.keys_of(path) | after.keys_of(path)
+    return keys
+
+
+def file_keys(path: str, aliases: Iterable[str] = (),
+              redirects: Iterable[str] = ()) -> set[str]:
+    """Every `link_key` a link that resolves to the file at `path` with these names (or
+    competes for them) can have: its file name (also without a second ``.md``:
+    ``[[x.md]]`` names ``x.md.md``), its aliases' and its redirects' last segments.
+
+    The one answer to "which links can a new, gone or renamed file change": `retarget`
+    (through `LinkResolver.keys_of`) and the indexer's incremental graph both ask it."""
+    return _keys(_path_key(path), _alias_keys(aliases), _redirect_keys_of(redirects))
+
+
+def _keys(path_key: str, alias_keys: Iterable[str], redirect_keys: Iterable[str]) -> set[str]:
+    name = path_key.rsplit("/", 1)[-1]
+    keys = {name, name[:-3]} if name.endswith(".md") else {name}
+    keys.update(_key_tail(a) for a in alias_keys)
+    keys.update(_key_tail(k) for k in redirect_keys)
     return keys
 
 

@@ -17,16 +17,20 @@ Only notes that can be touched are checked link by link: a note that stays where
 has no link or reference whose `links.link_key` is among the keys the change touches
 (`links.changed_keys`) keeps every link's meaning (`VaultView.names_any`).
 
-Embeds (``![[x]]``) and Markdown links (``[t](x.md)``) are not edges, so the index does not
-hold them: `VaultView.refs` reads each note's from its file, and they are rewritten by the
-same rule (a Markdown link stays relative, absolute or a name, encoded as it was). A link
-inside an HTML comment is none of these and is never rewritten (`engine.links`).
+Embeds (``![[x]]``) and Markdown links (``[t](x.md)``, ``[id]: x.md``) are not edges, so
+the index does not hold them: `VaultView.refs` reads each note's from its file, and they
+are rewritten by the same rule (a Markdown link stays relative, absolute or a name, encoded
+as it was). Links in frontmatter values (``related: "[[x]]"``: no edges, DESIGN §4) come
+from the note's frontmatter (`VaultView.props`) and are rewritten by the same rule through
+`fmedit.edit_values`, which changes only those values' characters. A link inside an HTML
+comment is none of these and is never rewritten (`engine.links`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
+from reme_agent.engine.fmedit import edit_values
 from reme_agent.engine.links import (
     LINK,
     MARKDOWN,
@@ -45,7 +49,8 @@ from reme_agent.engine.transaction import Transaction
 from reme_agent.engine.view import VaultView
 from reme_agent.errors import WriteConflict
 
-__all__ = ["OBSIDIAN_TIERS", "edge_keys", "plan_move", "retarget", "rewrite_links"]
+__all__ = ["OBSIDIAN_TIERS", "edge_keys", "plan_move", "retarget", "rewrite_links",
+           "rewrite_property_links"]
 
 
 def rewrite_links(body: str, source: str, new_source: str, before: LinkResolver,
@@ -57,26 +62,51 @@ def rewrite_links(body: str, source: str, new_source: str, before: LinkResolver,
     `after`) to path_map.get(X, X); links to a path in `force` are rewritten even when they
     would still resolve (e.g. through a new alias). Returns (new body, links rewritten).
     """
+    mapping, count = _mapping(source, new_source, before, after, path_map, force, alias_bare)
+    # an old-Mac (CR-only) body is scanned in its LF form, byte for byte
+    return on_lf(body, eol_of(body), lambda b: rewrite_targets(b, mapping, refs=True)), count[0]
+
+
+def rewrite_property_links(text: str, source: str, new_source: str, before: LinkResolver,
+                           after: LinkResolver, path_map: Mapping[str, str],
+                           force: Iterable[str] = (), *, alias_bare: bool = True
+                           ) -> tuple[str, int]:
+    """`text` (a whole note) with the wikilinks and embeds in its frontmatter values
+    (`links.property_links`) rewritten by the rule `rewrite_links` applies to the body;
+    only the changed values' characters change (`fmedit.edit_values`)."""
+    mapping, count = _mapping(source, new_source, before, after, path_map, force, alias_bare)
+
+    def rewrite(value: str) -> str | None:
+        if "[[" not in value:
+            return None
+        return rewrite_targets(value, lambda x: None if x.kind == MARKDOWN else mapping(x),
+                               refs=True)
+
+    return edit_values(text, rewrite, source), count[0]
+
+
+def _mapping(source: str, new_source: str, before: LinkResolver, after: LinkResolver,
+             path_map: Mapping[str, str], force: Iterable[str], alias_bare: bool
+             ) -> tuple[Callable[[Link], str | NewTarget | None], list[int]]:
+    """The `rewrite_targets` mapping of a retarget, and the count of links it rewrote."""
     forced = set(force)
-    count = 0
+    count = [0]
 
     def mapping(link: Link) -> str | NewTarget | None:
-        nonlocal count
         markdown = link.kind == MARKDOWN
         was, how = before.resolve_how(link.target, source, markdown=markdown)
         if was is None or _keeps_meaning(link.target, source, new_source, before, after,
                                          path_map, forced, markdown):
             return None
         want = path_map.get(was, was)
-        count += 1
+        count[0] += 1
         text = keep_style(link.target, want, after, new_source, markdown=markdown, how=how)
         if (alias_bare and link.kind == LINK and link.alias is None and link.anchor is None
                 and "/" not in link.target and text != link.target):
             return NewTarget(text, shown=link.target)
         return text
 
-    # an old-Mac (CR-only) body is scanned in its LF form, byte for byte
-    return on_lf(body, eol_of(body), lambda b: rewrite_targets(b, mapping, refs=True)), count
+    return mapping, count
 
 
 def retarget(tx: Transaction, view: VaultView, path_map: Mapping[str, str], after: LinkResolver,
@@ -103,19 +133,28 @@ def retarget(tx: Transaction, view: VaultView, path_map: Mapping[str, str], afte
         if new_source == source and not view.names_any(source, keys):
             continue   # no link of it can resolve differently: nothing to check
         meta = view.notes[source]
-        if all(_keeps_meaning(link.target, source, new_source, view.resolver, after, path_map,
-                              forced) for link in meta.links) and all(
+        props = not all(_keeps_meaning(x.target, source, new_source, view.resolver, after,
+                                       path_map, forced) for x in view.props(source))
+        if not props and all(
+                _keeps_meaning(link.target, source, new_source, view.resolver, after, path_map,
+                               forced) for link in meta.links) and all(
                 _keeps_meaning(ref.target, source, new_source, view.resolver, after, path_map,
                                forced, ref.kind == MARKDOWN) for ref in view.refs(source)):
             continue
         if immutable is not None and immutable(source):
             raise WriteConflict(f"{source!r} links to a file this change renames or removes, "
                                 "and it is immutable.", "Leave these notes as they are.")
-        parts = split_note(tx.read(source), source)
+        old = tx.read(source)
+        parts = split_note(old, source)
         new_body, n = rewrite_links(parts.body, source, new_source, view.resolver, after,
                                     path_map, forced, alias_bare=alias_bare)
-        if new_body != parts.body:
-            tx.write(source, parts.head + new_body)
+        new = parts.head + new_body
+        if props:   # DESIGN §4: no edges, but Obsidian renames them too
+            new, m = rewrite_property_links(new, source, new_source, view.resolver, after,
+                                            path_map, forced, alias_bare=alias_bare)
+            n += m
+        if new != old:
+            tx.write(source, new)
             changed[source] = n
     return changed
 

@@ -53,6 +53,17 @@ CREATE TABLE IF NOT EXISTS folders (
 """
 
 
+# Per note, the `links.link_key`s of what names a file without being an edge (embeds,
+# Markdown links, reference definitions, links in frontmatter values), so a new file's
+# cheap "which notes may it take links from" asks one lookup (`IndexState.ref_sources`).
+_REFKEYS = """
+CREATE TABLE IF NOT EXISTS refkeys (
+    key TEXT NOT NULL, path TEXT NOT NULL, PRIMARY KEY (key, path)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS refkeys_path ON refkeys(path);
+"""
+
+
 @dataclass
 class FileRow:
     path: str
@@ -118,9 +129,10 @@ class IndexState:
         if version == str(SCHEMA_VERSION):
             self._ensure_folders()
             self._ensure_tags_column()
+            self._ensure_refkeys()
             self._ensure_status_index()
             return
-        self._db.executescript(_SCHEMA + _FOLDERS)
+        self._db.executescript(_SCHEMA + _FOLDERS + _REFKEYS)
         self._ensure_status_index()
         if version is not None:
             self.clear()
@@ -163,6 +175,18 @@ class IndexState:
                 self._db.executescript(_FOLDERS)
         except sqlite3.OperationalError as exc:
             log.debug("no folder listings table: %s", exc)
+
+    def _ensure_refkeys(self) -> None:
+        """The reference-key table, added to databases made before it; its rows come with
+        the next whole-vault run (`indexer.DOCUMENTS_VERSION` 4 re-reads every note once).
+        A read-only copy goes without (it takes no writes, so no create asks it)."""
+        try:
+            if self._db.execute("SELECT 1 FROM sqlite_master WHERE name='refkeys'").fetchone():
+                return
+            with self._db:
+                self._db.executescript(_REFKEYS)
+        except sqlite3.OperationalError as exc:
+            log.debug("no reference key table: %s", exc)
 
     # -- meta --------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
@@ -317,10 +341,14 @@ class IndexState:
         with self._lock, self._db:
             self._db.execute("UPDATE files SET size=?, mtime_ns=? WHERE path=?", (size, mtime_ns, path))
 
-    def replace_file(self, row: FileRow, blocks: Iterable[BlockRow]) -> None:
-        """Replace a file's row and all its blocks in one transaction."""
+    def replace_file(self, row: FileRow, blocks: Iterable[BlockRow],
+                     ref_keys: Iterable[str] = ()) -> None:
+        """Replace a file's row, all its blocks and its reference keys in one transaction."""
         with self._lock, self._db:
             self._db.execute("DELETE FROM blocks WHERE path=?", (row.path,))
+            self._db.execute("DELETE FROM refkeys WHERE path=?", (row.path,))
+            self._db.executemany("INSERT OR IGNORE INTO refkeys VALUES (?, ?)",
+                                 [(k, row.path) for k in ref_keys])
             self._db.execute(
                 "INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?,?,?)",
                 (row.path, row.size, row.mtime_ns, row.stamp,
@@ -335,6 +363,7 @@ class IndexState:
     def delete_file(self, path: str) -> None:
         with self._lock, self._db:
             self._db.execute("DELETE FROM blocks WHERE path=?", (path,))
+            self._db.execute("DELETE FROM refkeys WHERE path=?", (path,))
             self._db.execute("DELETE FROM files WHERE path=?", (path,))
 
     # -- folder listings (scan cache) --------------------------------------------------
@@ -454,13 +483,25 @@ class IndexState:
         """Delete block rows whose file row is gone (left by an older, buggier run)."""
         with self._lock, self._db:
             cur = self._db.execute("DELETE FROM blocks WHERE path NOT IN (SELECT path FROM files)")
+            self._db.execute("DELETE FROM refkeys WHERE path NOT IN (SELECT path FROM files)")
         return cur.rowcount
+
+    def ref_sources(self, keys: Iterable[str]) -> set[str]:
+        """Notes with an embed, Markdown link or property link whose `link_key` is one of
+        `keys` (as last indexed)."""
+        with self._lock:
+            try:
+                return {path for (path,) in self._where_in(
+                    "SELECT DISTINCT path FROM refkeys WHERE key IN ({marks})", sorted(keys))}
+            except sqlite3.OperationalError:   # a read-only copy without the table
+                return set()
 
     def clear(self) -> None:
         """Forget every file (a schema change); the run counter and the published vector
         collection stay, so readers keep a consistent view and block ids still match."""
         with self._lock, self._db:
             self._db.execute("DELETE FROM blocks")
+            self._db.execute("DELETE FROM refkeys")
             self._db.execute("DELETE FROM files")
             self._db.execute("DELETE FROM meta WHERE key NOT IN ('generation', "
                              "'vector_collection', 'vector_generation')")

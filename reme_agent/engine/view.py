@@ -10,6 +10,7 @@ The resolver knows every file (a link to an image or a PDF is not dangling) plus
 aliases; `after` gives the resolver a planned rename or removal would leave behind.
 A note's embeds and Markdown links (`refs`) are not edges and not in the index: they are
 read from the file the first time a plan asks (measured in `bench/bench_move_refs.py`).
+Links in its frontmatter values (`props`) come from its frontmatter, with no read.
 Built with a `ViewMemo` (`Vault.view`), a view reads only the notes changed since the
 process's last view, and makes a note's `NoteMeta` only when asked (`engine.viewmemo`).
 """
@@ -24,7 +25,15 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from reme_agent.engine.codec import HANDLER
-from reme_agent.engine.links import LINK, Link, LinkResolver, extract_links, link_key
+from reme_agent.engine.links import (
+    LINK,
+    MARKDOWN,
+    Link,
+    LinkResolver,
+    extract_links,
+    link_key,
+    property_links,
+)
 from reme_agent.engine.names import LinkNames, link_names, note_title, resolver_over
 from reme_agent.engine.parser import normalize_eol, split_note
 from reme_agent.engine.store import decode_text, stamp_of
@@ -120,7 +129,7 @@ def _refs_of(store: FileStore, meta: NoteMeta | None) -> tuple[list[Link], bool]
         if data is None:
             return [], False
         current = stamp_of(data) == meta.stamp
-        if b"![[" not in data and b"](" not in data:   # most notes
+        if b"![[" not in data and b"](" not in data and b"]:" not in data:   # most notes
             return [], current
         text = normalize_eol(decode_text(data, meta.path).removeprefix("\ufeff"))
     except (OSError, NotText, NoteNotFound, PathEscape):
@@ -129,7 +138,8 @@ def _refs_of(store: FileStore, meta: NoteMeta | None) -> tuple[list[Link], bool]
     # frontmatter was refused (`meta.error`) is all body, as the indexer reads it.
     found = None if meta.error else HANDLER.locate(text)
     body = text[found[2]:] if found is not None else text
-    return [x for x in extract_links(body, refs=True) if x.kind != LINK], current
+    first = text.count("\n", 0, found[2]) + 1 if found is not None else 1   # file lines
+    return [x for x in extract_links(body, first, refs=True) if x.kind != LINK], current
 
 
 def _keys_of(targets: Iterable[str]) -> tuple[str, ...] | None:
@@ -186,6 +196,7 @@ class VaultView:
             self.notes = {p: note_meta(store, p, every.get(p), stats.get(p), max_bytes)
                           for p in self.files if p.lower().endswith(exts)}
         self._refs: dict[str, list[Link]] = {}
+        self._props: dict[str, list[Link]] = {}
         self._keys: dict[str, tuple[str, ...] | None] = {}
 
     def refs(self, path: str) -> list[Link]:
@@ -203,9 +214,21 @@ class VaultView:
             self._refs[path] = found
         return found
 
+    def props(self, path: str) -> list[Link]:
+        """The wikilinks and embeds in a note's frontmatter values (`links.property_links`):
+        no edges, but a move keeps them on their file. Read from the note's frontmatter as
+        the view has it (the index row while it matches): no file read."""
+        found = self._props.get(path)
+        if found is None:
+            meta = self.notes.get(path)
+            fm = meta.frontmatter if meta is not None else {}
+            found = self._props[path] = property_links(fm) if isinstance(fm, dict) else []
+        return found
+
     def names_any(self, path: str, keys: set[str]) -> bool:
-        """Whether a link or reference of the note at `path` has a `link_key` in `keys`, or
-        one no key can say (`[[../]]`): the notes a change of those names may touch."""
+        """Whether a link, reference or property link of the note at `path` has a
+        `link_key` in `keys`, or one no key can say (`[[../]]`): the notes a change of
+        those names may touch."""
         if not keys:
             return False
         found = self._keys.get(path, False)
@@ -216,6 +239,9 @@ class VaultView:
             else:
                 meta = self.notes.get(path)
                 found = _keys_of([x.target for x in meta.links] if meta else [])
+                if found is not None:
+                    props = _keys_of([x.target for x in self.props(path)])
+                    found = None if props is None else tuple({*found, *props})
                 if found is not None:
                     refs = _keys_of([x.target for x in self.refs(path)])
                     found = None if refs is None else tuple({*found, *refs})
@@ -240,6 +266,26 @@ class VaultView:
         """(source, link) for every link in another note that resolves to `target`."""
         return [(src, link) for src, meta in self.notes.items() if src != target
                 for link in meta.links if self.resolve(link, src) == target]
+
+    def references_to(self, target: str) -> list[tuple[str, Link, str | None]]:
+        """(source, reference, property key or None) for every embed, Markdown link and
+        frontmatter-value link in another note that names `target` now: what `inbound`
+        (edges only) leaves out. Only notes naming one of `target`'s keys are read."""
+        keys = self.resolver.keys_of(target)
+        found: list[tuple[str, Link, str | None]] = []
+        for source in self.notes:
+            if source == target or not self.names_any(source, keys):
+                continue
+            for ref in self.refs(source):
+                if self.resolver.resolve(ref.target, source,
+                                         markdown=ref.kind == MARKDOWN) == target:
+                    found.append((source, ref, None))
+            if self.props(source):
+                fm = self.notes[source].frontmatter
+                for key, value in fm.items():
+                    found += [(source, x, key) for x in property_links({key: value})
+                              if self.resolver.resolve(x.target, source) == target]
+        return found
 
     def after(self, path_map: Mapping[str, str],
               aliases: Mapping[str, Iterable[str]] | None = None,

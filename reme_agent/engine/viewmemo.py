@@ -48,7 +48,7 @@ log = logging.getLogger("reme_agent.engine")
 MEMO_FILE = "viewmemo.json"
 """In the vault's internal folder (`.reme/`, or a read-only vault's cache)."""
 SAVE_EVERY = 60.0
-_VERSION = 1
+_VERSION = 2   # 2: keys include reference definitions and property links
 _NO_NAMES = LinkNames([], [])
 
 

@@ -18,9 +18,11 @@ the config (`toolkit.upload_dirs` / `toolkit.download_dirs`); an empty list disa
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from reme_agent.engine.atomic import replaced
+from reme_agent.engine.fmedit import key_lines
+from reme_agent.engine.links import EMBED, LINK, MARKDOWN
 from reme_agent.engine.retarget import plan_move
 from reme_agent.engine.transaction import Transaction
 from reme_agent.errors import (
@@ -43,6 +45,7 @@ from reme_agent.toolkit.policy import (
 from reme_agent.toolkit.results import ToolResult, tool
 
 if TYPE_CHECKING:
+    from reme_agent.engine.view import VaultView
     from reme_agent.vault import Vault
 
 
@@ -132,7 +135,8 @@ def copy(vault: Vault, src: str, dst: str, overwrite: bool = False,
 
 @tool
 def delete(vault: Vault, path: str, stamp: str | None = None) -> ToolResult:
-    """Delete a file. Only when the user asked for it; reports the links left dangling.
+    """Delete a file. Only when the user asked for it; reports the links left dangling
+    (wikilinks, embeds, Markdown links and links in other notes' properties).
 
     Args:
         path: Vault-relative path of the file to delete, or a note's name as in a [[link]].
@@ -146,15 +150,12 @@ def delete(vault: Vault, path: str, stamp: str | None = None) -> ToolResult:
     if stamp is not None and file_stamp(stamp) != current:
         raise StampChanged(norm, stamp, current)
     view = vault.view()
-    after = view.after({}, removed=[norm])
-    dangling = [{"source": src, "line": link.line, "target": link.target,
-                 "predicate": link.predicate, "now_resolves_to": after.resolve(link.target, src)}
-                for src, link in view.inbound(norm)]
+    dangling = _left_pointing(vault, view, norm)
     vault.store.delete(norm)
     warning = vault.try_refresh([norm])
     broken = [x for x in dangling if x["now_resolves_to"] is None]
     text = f"Deleted {norm}; {len(broken)} link(s) now dangling"
-    text += "".join(f"\n  {x['source']}:{x['line']} [[{x['target']}]]" for x in broken)
+    text += "".join(f"\n  {x['source']}:{x['line']} {_as_written(x)}" for x in broken)
     return ToolResult({"path": norm, "deleted": True, "dangling": dangling, "warning": warning},
                       text + (f"\n{warning}" if warning else ""))
 
@@ -220,6 +221,40 @@ def download(vault: Vault, path: str, local_path: str, overwrite: bool = False) 
 
 
 # -- local files --------------------------------------------------------------------------
+def _left_pointing(vault: Vault, view: VaultView, path: str) -> list[dict[str, Any]]:
+    """Every link, embed, Markdown link and property link naming `path`, and what each
+    names once it is gone (`kind`: link | embed | markdown | property)."""
+    after = view.after({}, removed=[path])
+    found = [{"source": src, "line": link.line, "target": link.target, "kind": LINK,
+              "property": None, "predicate": link.predicate,
+              "now_resolves_to": after.resolve(link.target, src)}
+             for src, link in view.inbound(path)]
+    lines: dict[str, dict[str, int]] = {}
+    for src, ref, key in view.references_to(path):
+        line = ref.line
+        if key is not None:   # a frontmatter value: the line of its key
+            if src not in lines:
+                lines[src] = key_lines(vault.store.read_text(src))
+            line = lines[src].get(key, 1)
+        found.append({"source": src, "line": line, "target": ref.target,
+                      "kind": "property" if key is not None else ref.kind, "property": key,
+                      "predicate": None,
+                      "now_resolves_to": after.resolve(ref.target, src,
+                                                       markdown=ref.kind == MARKDOWN)})
+    return sorted(found, key=lambda x: (x["source"], x["line"]))
+
+
+def _as_written(item: dict[str, Any]) -> str:
+    """A dangling reference in the shape the delete report lists links: `[[x]]`,
+    `![[x]]`, `[](x)`, `[[x]] (property related)`."""
+    target = item["target"]
+    if item["kind"] == MARKDOWN:
+        return f"[]({target})"
+    if item["kind"] == EMBED:
+        return f"![[{target}]]"
+    return f"[[{target}]]" + (f" (property {item['property']})" if item["property"] else "")
+
+
 def _inside(path: Path, allowed: list[str], verb: str, key: str) -> Path:
     """The resolved local path, if it lies inside one of the allowed folders."""
     if not allowed:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from reme_agent.engine.fmedit import edit_frontmatter
 from reme_agent.engine.links import extract_links, missing_edges
-from reme_agent.engine.names import link_names
+from reme_agent.engine.names import LinkNames, link_names
 from reme_agent.engine.parser import (
     dump_note,
     eol_of,
@@ -288,13 +288,14 @@ def create_note(vault: Vault, path: str, text: str) -> str:
     shortest form that still names its file), with the create, in one journalled
     transaction (DESIGN §5); a plain create when no link is affected.
 
-    Whether any link is affected is asked of the index's link-key table first (notes with a
-    link whose last segment is one of the new names), so a create costs no vault walk when
-    nothing can change: 5,000 notes took ~2 s a create with the walk. A link typed into a
-    note since it was last indexed is not seen by that check (`watch` keeps it current).
+    Whether any link is affected is asked of the index first (notes with a link, an embed, a
+    Markdown link or a property link whose key is one of the new names': the link-key
+    index and the reference keys), so a create costs no vault walk when nothing can change:
+    5,000 notes took ~2 s a create with the walk. A link typed into a note since it was
+    last indexed is not seen by that check (`watch` keeps it current).
     """
     names = link_names(split_note(text, path).frontmatter)
-    if not _links_it_may_take(vault, path, [*names.aliases, *names.redirects]):
+    if not _links_it_may_take(vault, path, names):
         return vault.store.create(path, text)
     view = vault.view()
     after = view.after({}, added={path: names.aliases})
@@ -311,12 +312,12 @@ def create_note(vault: Vault, path: str, text: str) -> str:
     return vault.store.stamp(path) or ""
 
 
-def _links_it_may_take(vault: Vault, path: str, names: list[str]) -> bool:
+def _links_it_may_take(vault: Vault, path: str, names: LinkNames) -> bool:
     """Whether the index knows a link a new file with these names could take over. An index
     that cannot be opened (a full disk, a chroma server down) answers "maybe": a write
     never fails because of the index, the vault walk decides instead."""
     try:
-        return bool(vault.indexer.sources_naming(path, names))
+        return bool(vault.indexer.sources_naming(path, names.aliases, names.redirects))
     except (ReMeError, OSError) as exc:
         log.debug("link-key check fell back to a vault walk: %s", exc)
         return True

@@ -21,11 +21,12 @@ from reme_agent.engine.projections.keyword import KeywordProjection
 from reme_agent.vault import Vault, open_vault
 
 HASH = Settings(embedder={"name": "hash"}, index={"progress": False})
-NAMES = ["alpha", "Beta", "gamma", "café", "delta"]
+NAMES = ["alpha", "Beta", "gamma", "café", "delta", "x.md"]   # x.md -> a file x.md.md
 FOLDERS = ["", "a/", "b/", "alpha/", "a/b/"]
 TARGETS = NAMES + ["a/alpha", "b/Beta.md", "./gamma", "../delta", "alpha/alpha", "nothing",
                    "img.png", "res/img.png", "Alias One", "alias two", "zeta", "Old Name",
-                   "old/café", "gone/nothing.md"]
+                   "old/café", "gone/nothing.md", "../", "alpha/.", "a/b/..", "x.md",
+                   "../alpha", "./Café.md", "alpha/"]
 MERGED = ["Old Name", "alias two", "Beta"]
 
 

@@ -71,3 +71,51 @@ def test_read_listed_reads_a_listed_note_and_resolves_anything_else(tmp_path: Pa
         assert v.store.read_listed("gone.md") is None
         with pytest.raises(PathEscape):
             v.store.read_listed("../outside.md")
+
+
+REFS = {
+    "hub.md": "![[a]] [md](sub/b.md)\n\n[r]: c.md\n",
+    "props.md": '---\nrelated: "[[d]]"\nlist: ["[[../]]"]\n---\n[[e]]\n',
+    "plain.md": "[[a]] only a wikilink\n",
+}
+
+
+def test_the_index_keeps_the_keys_of_references_that_are_no_edges(tmp_path: Path) -> None:
+    """Embeds, Markdown links, reference definitions and property links are no edges, but a
+    new file can take them over: their keys are kept for the create's cheap check."""
+    root = tmp_path / "v"
+    for rel, text in REFS.items():
+        write(root, rel, text)
+    with open_vault(root, HASH, create=True) as v:
+        v.index()
+        assert v.state.ref_sources(["a"]) == {"hub.md"}
+        assert v.state.ref_sources(["b", "c", "d", "e"]) == {"hub.md", "props.md"}
+        assert v.state.ref_sources(["e"]) == set()   # a wikilink: the link-key index has it
+        assert v.indexer.sources_naming("x/d.md") == {"props.md"}   # [[../]]: any new file
+        assert v.indexer.sources_naming("x/zzz.md") == {"props.md"}
+        write(root, "hub.md", "no references now\n")
+        v.refresh(["hub.md"])
+        assert v.state.ref_sources(["a", "b", "c"]) == set()
+        (root / "props.md").unlink()
+        v.refresh(["props.md"])
+        assert v.indexer.sources_naming("x/d.md") == set()
+
+
+def test_an_index_without_reference_keys_gets_them_on_the_next_whole_run(
+        tmp_path: Path) -> None:
+    from reme_agent.engine import indexer as indexer_mod
+
+    root = tmp_path / "v"
+    for rel, text in REFS.items():
+        write(root, rel, text)
+    with open_vault(root, HASH, create=True) as v:
+        v.index()
+        v.state._db.execute("DELETE FROM refkeys")   # as an index built before version 4
+        v.state._db.commit()
+        v.state.set_meta(indexer_mod.DOCUMENTS_KEY, "3")
+    with open_vault(root, HASH) as v:
+        assert v.state.ref_sources(["a"]) == set()
+        report = v.index()
+        assert report.embedded == 0   # re-read, nothing re-embedded
+        assert v.state.ref_sources(["a", "d"]) == {"hub.md", "props.md"}
+        assert v.index().changed_files == []   # once

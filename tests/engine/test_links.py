@@ -23,6 +23,7 @@ from reme_agent.engine.links import (
     line_kinds,
     markdown_destination,
     missing_edges,
+    property_links,
     rewrite_targets,
 )
 
@@ -507,6 +508,7 @@ def test_markdown_links_resolve_from_the_vault_root_then_the_notes_folder():
 _REF_PIECES = st.sampled_from([
     "[a](", "![b](", "](", "(", ")", "<", ">", "x.md", "%20", "#h", " \"t\"", "<!--", "-->",
     "%%", "http://h/", "`", "[[w]]", "![[e]]", "\n", "\n\n", " ", "[", "]", "\\", "中",
+    "\n[d]: ", "]:", "> [q]: ", "- [l]: ", "[^f]: ", " 'T'",
 ])
 REFISH = st.lists(st.one_of(_REF_PIECES, _PIECES, st.text(max_size=3)), max_size=60).map("".join)
 _PLAIN_DEST = re.compile(r"[\w.%/# -]+")
@@ -537,7 +539,8 @@ def test_a_rename_keeps_every_reference_on_its_file_randomised():
     import posixpath
     import random
 
-    from reme_agent.engine.retarget import rewrite_links
+    from reme_agent.engine.parser import split_note
+    from reme_agent.engine.retarget import rewrite_links, rewrite_property_links
 
     names = ["a", "Old note", "笔记", "x (1)", "50% done", "img.png", "doc.pdf", "b c.png"]
     folders = ["", "k", "k/sub", "notes", "新 夹"]
@@ -566,12 +569,15 @@ def test_a_rename_keeps_every_reference_on_its_file_randomised():
                 f"[[{posixpath.basename(stem)}]]", f"![[{stem}#h|s]]", f"[[{stem}|t]]",
                 f"[t]({enc(f)})", f"[t]({enc(rel)}#x)", f"![a](<{rel}>)",
                 f"[t]({enc(posixpath.basename(f))} \"T\")", f"[t](./{enc(rel)})"
-                if not rel.startswith("..") else f"[t]({enc(rel)})"], 3)
+                if not rel.startswith("..") else f"[t]({enc(rel)})",
+                f"[r{len(refs)}]: {enc(rel)} \"T\"", f"[r{len(refs)}]: <{f}#h>",
+                f"- [r{len(refs)}]: {enc(posixpath.basename(f))}"], 3)
         body = "\n\n".join(refs) + "\n\n[w](https://x.io/a.md) `[c](a.md)`\n"
         new_body, _ = rewrite_links(body, source, new_source, before, after, {src: dst},
                                     alias_bare=False)
         old_refs = extract_links(body, refs=True)
         new_refs = extract_links(new_body, refs=True)
+        assert len(old_refs) == len(refs), (seed, body)   # every form is read as one
         assert [r.kind for r in new_refs] == [r.kind for r in old_refs], (seed, new_body)
         for old, new in zip(old_refs, new_refs, strict=True):
             md = old.kind == MARKDOWN
@@ -579,3 +585,24 @@ def test_a_rename_keeps_every_reference_on_its_file_randomised():
             now = after.resolve(new.target, new_source, markdown=md)
             assert now == (dst if was == src else was), (seed, body, new_body, old, new)
             assert (new.alias, new.anchor) == (old.alias, old.anchor)
+        # the same links held in frontmatter values (DESIGN §4: no edges, but a move keeps
+        # them on their file), quoted each way a person writes them
+        wiki = [r for r in refs if r.startswith(("[[", "![["))]
+        if not wiki:
+            continue
+        quoted = [rng.choice([f'"{w}"', "'" + w.replace("'", "''") + "'", f"see {w} here"])
+                  for w in wiki]
+        text = (f"---\nfirst: {quoted[0]}\nitems:\n" + "".join(f"  - {q}\n" for q in quoted)
+                + "n: 1\n---\n" + body)
+        new_text, _ = rewrite_property_links(text, source, new_source, before, after,
+                                             {src: dst}, alias_bare=False)
+        old_fm = split_note(text).frontmatter
+        new_fm = split_note(new_text).frontmatter
+        assert split_note(new_text).body == body and new_fm["n"] == 1
+        old_props, new_props = property_links(old_fm), property_links(new_fm)
+        assert len(old_props) == len(wiki) + 1, (seed, text)
+        for old, new in zip(old_props, new_props, strict=True):
+            was = before.resolve(old.target, source)
+            now = after.resolve(new.target, new_source)
+            assert now == (dst if was == src else was), (seed, text, new_text, old, new)
+            assert (new.alias, new.anchor, new.kind) == (old.alias, old.anchor, old.kind)

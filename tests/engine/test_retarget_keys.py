@@ -55,13 +55,19 @@ def _random_vault(root: Path, rng: random.Random) -> list[str]:
         elif rng.random() < 0.15:
             fm = ("---\nmerged_from:\n  - path: old/gone one.md\n    title: gone one\n"
                   "    merged: 2026-01-01\n---\n")
+        elif rng.random() < 0.3:   # links in properties (session 8): no edges, but moved
+            fm = f'---\nrelated: "[[{rng.choice(targets)}]]"\n---\n'
+        if rng.random() < 0.2:   # a reference definition
+            links_def = f"\n\n[d]: {rng.choice(targets).replace(' ', '%20')}.md\n"
+        else:
+            links_def = ""
         links = []
         for t in rng.sample(targets, 6):
             enc = t.replace("%", "%25").replace(" ", "%20")
             links.append(rng.choice([f"[[{t}]]", f"![[{t}]]", f"[t]({enc}.md)", f"[t]({enc})",
                                      f"p:: [[{t}|s]]"]))
         (root / f).parent.mkdir(parents=True, exist_ok=True)
-        (root / f).write_text(fm + "\n\n".join(links) + "\n", encoding="utf-8")
+        (root / f).write_text(fm + "\n\n".join(links) + "\n" + links_def, encoding="utf-8")
     return files
 
 
@@ -74,7 +80,9 @@ def _needs_check(view: VaultView, after: LinkResolver, path_map, forced) -> set[
         if not all(_keeps_meaning(x.target, source, new, view.resolver, after, path_map, forced)
                    for x in meta.links) or not all(
                 _keeps_meaning(x.target, source, new, view.resolver, after, path_map, forced,
-                               x.kind == "markdown") for x in refs):
+                               x.kind == "markdown") for x in refs) or not all(
+                _keeps_meaning(x.target, source, new, view.resolver, after, path_map, forced)
+                for x in view.props(source)):
             out.add(source)
     return out
 

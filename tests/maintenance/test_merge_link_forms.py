@@ -34,3 +34,26 @@ def test_a_merge_rewrites_embeds_and_markdown_links_to_the_kept_note(
                  "<!-- [[Large language model]] -->\n")   # an HTML comment is left as written
     # the loser's relative image now sits in the winner's folder, and still finds its file
     assert "Figure: ![chart](../../assets/chart.png)" in vault.store.read_text(W)
+
+
+def test_a_merge_rewrites_reference_definitions_to_the_kept_note(
+        make_vault: VaultFactory) -> None:
+    vault = make_vault({**NOTES, "notes/c.md": (
+        "Per [the model][m] and [the web][w].\n\n"
+        "[m]: ../archive/Large%20language%20model.md#Scaling \"LLM\"\n"
+        "[w]: https://example.com/archive/Large%20language%20model.md\n")})
+    apply_merge(vault, [W, L], now=NOW)
+    assert vault.store.read_text("notes/c.md") == (
+        "Per [the model][m] and [the web][w].\n\n"
+        "[m]: ../knowledge/llm/llm.md#Scaling \"LLM\"\n"
+        "[w]: https://example.com/archive/Large%20language%20model.md\n")
+
+
+def test_a_merge_rewrites_property_links_to_the_kept_note(make_vault: VaultFactory) -> None:
+    vault = make_vault({**NOTES, "notes/p.md": (
+        '---\nrelated: "[[Large language model]]"   # mine\n'
+        "see:\n  - '[[archive/Large language model#Scaling|scaling]]'\n---\n# P\n")})
+    apply_merge(vault, [W, L], now=NOW)
+    assert vault.store.read_text("notes/p.md") == (
+        '---\nrelated: "[[llm|Large language model]]"   # mine\n'
+        "see:\n  - '[[knowledge/llm/llm#Scaling|scaling]]'\n---\n# P\n")

@@ -126,3 +126,46 @@ def test_links_in_html_comments_stay_as_written_and_links_in_percent_comments_mo
         "%%\n[[New]] in a comment block\n%%\n")
     # the parser agrees with the mover: an HTML comment's links are no edges, so none dangles
     assert lint_dangling(vault).data["items"] == []
+
+
+REFERENCE = {
+    "projects/Old Name.md": "# Old Name\n\n[up]: ../other/Target.md\n\nSee [up].\n",
+    "other/Target.md": "# Target\n",
+    "projects/hub.md": (
+        "Read [the note][n], [again][a], [once more][r] and [the web][w].\n\n"
+        "[n]: Old%20Name.md \"Its title\"\n"
+        "[a]: <projects/Old Name.md#Heading>\n"
+        "[r]: ../projects/Old%20Name.md 'single'\n"
+        "[w]: https://example.com/Old%20Name.md\n"
+        "[^1]: a footnote, not a definition: Old%20Name.md\n\n"
+        "> [q]: Old%20Name.md\n\n"
+        "- [l]: Old%20Name.md (paren title)\n\n"
+        "`[c]: Old%20Name.md`\n\n"
+        "```\n[f]: Old%20Name.md\n```\n\n"
+        "text first\n[late]: Old%20Name.md\n"),
+}
+
+
+def test_a_move_rewrites_reference_definitions_keeping_their_form(make_vault) -> None:
+    """`[text][id]` with `[id]: path "title"`: only the definition's destination changes,
+    as an inline Markdown link's would (relative stays relative, `<...>` and titles kept);
+    external URLs, footnotes, code and a line inside a paragraph are no definitions."""
+    vault = make_vault(REFERENCE)
+    out = move(vault, "projects/Old Name.md", "archive/New Name.md")
+    assert text(vault, "projects/hub.md") == (
+        "Read [the note][n], [again][a], [once more][r] and [the web][w].\n\n"
+        "[n]: New%20Name.md \"Its title\"\n"
+        "[a]: <archive/New Name.md#Heading>\n"
+        "[r]: ../archive/New%20Name.md 'single'\n"
+        "[w]: https://example.com/Old%20Name.md\n"
+        "[^1]: a footnote, not a definition: Old%20Name.md\n\n"
+        "> [q]: New%20Name.md\n\n"
+        "- [l]: New%20Name.md (paren title)\n\n"
+        "`[c]: Old%20Name.md`\n\n"
+        "```\n[f]: Old%20Name.md\n```\n\n"
+        "text first\n[late]: Old%20Name.md\n")
+    assert out.data["rewritten"] == [{"path": "projects/hub.md", "links": 5}]
+    # the moved note's own relative definition follows it
+    assert "[up]: ../other/Target.md" in text(vault, "archive/New Name.md")
+    move(vault, "other/Target.md", "other/deep/Target 2.md")
+    assert "[up]: ../other/deep/Target%202.md" in text(vault, "archive/New Name.md")
