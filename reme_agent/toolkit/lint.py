@@ -36,7 +36,14 @@ from collections.abc import Collection, Iterator
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from reme_agent.engine.links import Link, LinkResolver, NewTarget, missing_edges, rewrite_targets
+from reme_agent.engine.links import (
+    MARKDOWN,
+    Link,
+    LinkResolver,
+    NewTarget,
+    missing_edges,
+    rewrite_targets,
+)
 from reme_agent.engine.linkstyle import link_target
 from reme_agent.engine.names import merged_records, note_aliases, record_names
 from reme_agent.engine.parser import on_lf, split_note
@@ -48,6 +55,7 @@ from reme_agent.toolkit.common import in_folder, norm_folder
 from reme_agent.toolkit.results import ToolResult, tool
 
 if TYPE_CHECKING:
+    from reme_agent.engine.view import VaultView
     from reme_agent.vault import Vault
 
 
@@ -79,6 +87,9 @@ def lint_dangling(vault: Vault, folder: str = "") -> ToolResult:
 def lint_orphans(vault: Vault, folder: str = KNOWLEDGE) -> ToolResult:
     """Knowledge notes that nothing links to and that link to nothing (isolated islands).
 
+    Embeds, Markdown links and links in properties count here (Obsidian's graph draws them),
+    though only [[wikilinks]] in the body are edges of our graph.
+
     Args:
         folder: Which notes to check; default "knowledge" (the whole vault when it has no
             knowledge/ folder, e.g. a plain Obsidian vault); "" for the whole vault.
@@ -96,11 +107,35 @@ def lint_orphans(vault: Vault, folder: str = KNOWLEDGE) -> ToolResult:
             if hit is not None and hit != src:
                 linked_to.add(hit)
                 links_out.add(src)
-    items = [{"path": p, "title": m.title} for p, m in sorted(view.notes.items())
-             if in_folder(p, base) and p.lower().endswith(NOTE_SUFFIXES)
-             and not p.startswith(reports) and p not in linked_to and p not in links_out]
+    alone = [p for p in sorted(view.notes) if in_folder(p, base)
+             and p.lower().endswith(NOTE_SUFFIXES) and not p.startswith(reports)
+             and p not in linked_to and p not in links_out]
+    reached = _joined_by_references(vault, view, alone)
+    items = [{"path": p, "title": view.notes[p].title} for p in alone if p not in reached]
     lines = [f"{i['path']} — {i['title']}" for i in items]
     return _report("orphans", items, lines)
+
+
+def _joined_by_references(vault: Vault, view: VaultView, paths: list[str]) -> set[str]:
+    """Which of `paths` an embed, Markdown link or property link joins to another file, in
+    either direction. Only the notes the index lists as naming one of their keys are read
+    (`IndexState.ref_sources`), and the candidates themselves."""
+    if not paths:
+        return set()
+    resolver = view.resolver
+    keys = {k for p in paths for k in resolver.keys_of(p)}
+    wanted = set(paths)
+    joined: set[str] = set()
+    for source in sorted(set(paths) | (vault.state.ref_sources(keys) & view.notes.keys())):
+        for ref in [*view.refs(source), *view.props(source)]:
+            hit = resolver.resolve(ref.target, source, markdown=ref.kind == MARKDOWN)
+            if hit is None or hit == source:
+                continue
+            if source in wanted:
+                joined.add(source)      # it links out
+            if hit in wanted:
+                joined.add(hit)         # it is linked to
+    return joined
 
 
 @tool

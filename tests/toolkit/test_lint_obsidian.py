@@ -108,3 +108,25 @@ def test_lint_strict_exits_1_when_anything_is_reported_and_fix_repairs(people, m
 
 def test_settings_reach_the_lint(tmp_path: Path) -> None:
     assert SETTINGS.lint.strictness[""] == "relaxed"
+
+
+def test_orphans_count_embeds_markdown_links_and_property_links(tmp_path: Path) -> None:
+    from reme_agent.toolkit.lint import lint_orphans
+
+    notes = {
+        "alone.md": "# Alone\n",
+        "md-source.md": "See [the target](notes/md%20target.md).\n",
+        "notes/md target.md": "# Target\n",
+        "embedder.md": "![[embedded]]\n",
+        "embedded.md": "# Embedded\n",
+        "prop-source.md": "---\nrelated: \"[[prop target]]\"\n---\nbody\n",
+        "prop target.md": "# Prop target\n",
+        "code.md": "`[x](alone.md)` and <!-- ![[alone]] -->\n",
+    }
+    root = tmp_path / "v"
+    for rel, text in notes.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+    with open_vault(root, SETTINGS, create=True) as v:
+        v.index()
+        assert [i["path"] for i in lint_orphans(v, folder="")["items"]] == ["alone.md", "code.md"]
