@@ -100,8 +100,9 @@ def _result(pid: int, read: int) -> Any:
 @pytest.mark.parametrize("holder", HOLDERS, ids=lambda h: h.name)
 def test_a_child_works_while_a_parent_thread_holds_the_connection(
         tmp_path: Path, holder: Holder) -> None:
-    """A parent thread inside a transaction at the fork: its lock never comes free in the
-    child, and its connection is mid-transaction. The child uses its own of both."""
+    """A parent thread inside a call at the fork (holding the lock; for the index state and
+    the names, inside a read transaction too): the lock never comes free in the child, the
+    connection is mid-transaction there. The child uses its own of both."""
     path = tmp_path / "db.sqlite"
     h = holder.open(path)
     holder.write(h, 0)
