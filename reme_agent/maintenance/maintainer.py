@@ -39,6 +39,7 @@ from reme_agent.maintenance.health import run_health
 from reme_agent.maintenance.merge import MergeJudge, MergeParams, run_merge
 from reme_agent.maintenance.report import STEPS, StepResult
 from reme_agent.maintenance.split import SplitParams, SplitPlanner, run_split
+from reme_agent.recall.archive import archived_now
 from reme_agent.recall.signals import iso_utc, utc_now
 from reme_agent.schema.audit import append_audit
 
@@ -182,9 +183,11 @@ class Maintainer:
             return aggregate_access(vault, today=now.date(), existing=set(view.files),
                                     keep_days=s.access_keep_days, dry_run=dry_run)
         if name == "communities":
+            archived = archived_now(vault)   # as recall sees it (`run` indexed first)
+            archived.prefetch(view.notes)     # one status lookup (none with the status index)
             result, signal = detect_communities(vault, view.notes, layers=s.community_layers,
                                                 resolution=s.louvain_resolution, seed=s.seed,
-                                                dry_run=dry_run)
+                                                dry_run=dry_run, archived=archived)
             self._communities = dict(signal.communities)  # merge gates on this run's map
             return result
         if name == "decay":
