@@ -9,6 +9,7 @@ under an alarm, so a hang fails the test instead of stalling CI.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import signal
@@ -72,6 +73,9 @@ def _rows(path: Path, table: str) -> int:
 def _fork(child: Callable[[], Any]) -> tuple[int, int]:
     """(pid, read end): the child runs `child()` under a 20 s alarm, writes its JSON-able
     result (or error) to the pipe and leaves without the parent's cleanup."""
+    # garbage earlier tests left (a vault never closed) must not be collected in the child:
+    # a chroma client's native code hangs there (seen: a child stuck in its dealloc)
+    gc.collect()
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
