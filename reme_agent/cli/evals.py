@@ -74,14 +74,20 @@ def eval_cmd(c: Ctx, datasets: tuple[str, ...], data: str | None, limit: int | N
     names, skipped = available_embedders()
     if embedder not in names:
         raise click.UsageError(f"embedder {embedder!r} is not available: {skipped.get(embedder)}")
+    quiet = logging.getLogger("reme_agent")
+    level = quiet.level
     if logging.getLogger().level > logging.INFO:
-        logging.getLogger("reme_agent").setLevel(logging.ERROR)
-    summaries = run_evals(list(datasets), settings=load_settings(c.configs), embedder=embedder,
-                          data=data, limit=limit, compare_embedders=compare_embedders,
-                          skip_main=skip_main, observations=observations, chunk=not no_chunk,
-                          quick=quick, out_dir=Path(out) if out else None,
-                          work_dir=Path(work) if work else None, progress=not no_progress,
-                          echo=lambda msg: click.echo(msg, err=True))
+        quiet.setLevel(logging.ERROR)
+    try:   # quiet for this run only: a caller of `main()` in-process keeps its logging
+        summaries = run_evals(list(datasets), settings=load_settings(c.configs),
+                              embedder=embedder, data=data, limit=limit,
+                              compare_embedders=compare_embedders, skip_main=skip_main,
+                              observations=observations, chunk=not no_chunk, quick=quick,
+                              out_dir=Path(out) if out else None,
+                              work_dir=Path(work) if work else None, progress=not no_progress,
+                              echo=lambda msg: click.echo(msg, err=True))
+    finally:
+        quiet.setLevel(level)
     if c.as_json:
         click.echo(json.dumps(_clean(summaries), ensure_ascii=False, indent=1, default=str))
     else:
