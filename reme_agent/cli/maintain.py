@@ -9,18 +9,32 @@ full dict).
 
 Scheduling: `--every 24h` keeps running (Ctrl-C stops it); or use cron, e.g.
 `0 2 * * * cd /path && reme-agent maintain --vault ./vault >> maintain.log 2>&1`.
+
+SIGTERM (a service manager's stop): between runs it stops at once; during a run, the run
+stops at its next safe point (between two steps, actions or queue items), prints its report
+(which says where it stopped), logs why, closes the vault and exits 0. A second SIGTERM stops
+at once (the action in progress rolls back through its journal).
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 
 import click
 
-from reme_agent.cli.context import Ctx, common, no_progress_option, sigterm_stops
+from reme_agent.cli.context import (
+    Ctx,
+    common,
+    no_progress_option,
+    sigterm_stops,
+    sigterm_winds_down,
+)
 from reme_agent.maintenance.followups import FOLLOWUPS_STEP
 from reme_agent.maintenance.report import STEPS
+
+log = logging.getLogger("reme_agent.cli")
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNIT = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -65,6 +79,7 @@ def maintain(c: Ctx, only: tuple[str, ...], dry_run: bool, move_archived: bool, 
       reme-agent maintain --only communities --only decay --dry-run --json
       reme-agent maintain --every 24h --move-archived
     """
+    from reme_agent.engine.stop import StopRequest
     from reme_agent.jobs.maintainer_job import run_maintainer
 
     interval = parse_duration(every) if every else None
@@ -72,12 +87,22 @@ def maintain(c: Ctx, only: tuple[str, ...], dry_run: bool, move_archived: bool, 
     try:
         runs = 0
         while True:
-            report = run_maintainer(v, list(only) or None, dry_run=dry_run,
-                                    move_archived=move_archived,
-                                    use_model=False if no_llm else None,
-                                    progress=c.progress(no_progress, v.settings))
+            stop = StopRequest()
+            with sigterm_winds_down(stop, "the maintenance run"):
+                report = run_maintainer(v, list(only) or None, dry_run=dry_run,
+                                        move_archived=move_archived,
+                                        use_model=False if no_llm else None,
+                                        progress=c.progress(no_progress, v.settings), stop=stop)
             c.emit(report.as_dict(), report.text())
             runs += 1
+            if stop.is_set():
+                cut = [s.step for s in report.steps if s.stopped]
+                not_run = [s.step for s in report.steps
+                           if (s.skipped or "").startswith("stopped")]
+                log.warning("maintain stopped early (%s): cut short: %s; not run: %s; the "
+                            "rest runs next time. Closing the vault.", stop.reason,
+                            ", ".join(cut) or "-", ", ".join(not_run) or "-")
+                return
             if interval is None or (max_runs is not None and runs >= max_runs):
                 return
             try:

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from reme_agent.engine.perprocess import PerProcess
 from reme_agent.errors import StorageError
 
 __all__ = ["LEASE_SECONDS", "MAX_ATTEMPTS", "QUEUE_FILE", "QueueItem", "Status", "WorkQueue"]
@@ -117,16 +118,27 @@ class WorkQueue:
         self.path = Path(path)
         self.max_attempts = max_attempts
         self.clock = clock
-        self._lock = threading.Lock()
+        self._proc = PerProcess(self._connect, threading.Lock)   # a forked child: its own
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None,
-                                       check_same_thread=False)
+            self._proc.adopt(self._connect())
             if self._db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 self._db.execute("PRAGMA journal_mode=WAL")
             self._db.executescript(_SCHEMA)
         except (OSError, sqlite3.Error) as exc:
             raise StorageError(self.path.name, str(exc)) from exc
+
+    def _connect(self) -> sqlite3.Connection:
+        return sqlite3.connect(self.path, timeout=30, isolation_level=None,
+                               check_same_thread=False)
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        return self._proc.db
+
+    @property
+    def _lock(self) -> threading.Lock:
+        return self._proc.lock
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -290,5 +302,4 @@ class WorkQueue:
         return out
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        self._proc.close()

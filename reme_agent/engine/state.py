@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reme_agent.engine.perprocess import PerProcess
 from reme_agent.errors import StorageError
 
 log = logging.getLogger("reme_agent.index")
@@ -96,7 +97,7 @@ class IndexState:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._lock = threading.RLock()
+        self._proc = PerProcess(self._reconnect)   # a forked child opens its own connection
         self._pin = threading.local()   # generation() read once per pinned() span, per thread
         try:
             self._open()
@@ -118,7 +119,7 @@ class IndexState:
     def _open(self) -> None:
         """Open, writing only what is missing: a current database opens without a write, so
         a full disk or a read-only copy can still be searched."""
-        self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+        self._proc.adopt(sqlite3.connect(self.path, check_same_thread=False, timeout=30))
         if self._db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
@@ -137,6 +138,20 @@ class IndexState:
         if version is not None:
             self.clear()
         self.set_meta("schema_version", str(SCHEMA_VERSION))
+
+    def _reconnect(self) -> sqlite3.Connection:
+        """A forked child's own connection to the file the parent opened and checked."""
+        db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+        db.execute("PRAGMA synchronous=NORMAL")
+        return db
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        return self._proc.db
+
+    @property
+    def _lock(self) -> threading.RLock:
+        return self._proc.lock
 
     def _ensure_status_index(self) -> None:
         """An index on the frontmatter `status`, so the notes with one status are a lookup
@@ -507,8 +522,7 @@ class IndexState:
                              "'vector_collection', 'vector_generation')")
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        self._proc.close()
 
 
 def is_corruption(exc: sqlite3.DatabaseError) -> bool:

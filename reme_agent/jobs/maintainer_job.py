@@ -19,10 +19,12 @@ import datetime as _dt
 import json
 import logging
 import re
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from reme_agent.engine.stop import stop_reason
 from reme_agent.errors import NoDecision
 from reme_agent.jobs.base import (
     Placeholders,
@@ -170,11 +172,13 @@ class ModelSplitPlanner(_Job):
 
 def run_maintainer(vault: Vault, only: Sequence[str] | None = None, *, dry_run: bool = False,
                    move_archived: bool = False, model: Any | None = None,
-                   use_model: bool | None = None, progress: Progress | None = None) -> MaintainReport:
+                   use_model: bool | None = None, progress: Progress | None = None,
+                   stop: threading.Event | None = None) -> MaintainReport:
     """The whole maintainer as one job: the model decides merges and names splits when one is
     given or configured (`use_model=False`: report only). Pending `split` items of the
     follow-up queue are split first; the last step, `followups`, drains the queue (with
-    `only`, just when it is named; never in a dry run)."""
+    `only`, just when it is named; never in a dry run). `stop`, once set, ends the run at
+    the next safe point (between steps, actions or queue items; `report.stopped` says why)."""
     from reme_agent.jobs.followups import Wiring, drain
     from reme_agent.maintenance.followups import FOLLOWUPS_STEP, SPLIT
     from reme_agent.maintenance.maintainer import Maintainer, MaintainReport
@@ -194,12 +198,17 @@ def run_maintainer(vault: Vault, only: Sequence[str] | None = None, *, dry_run: 
                             split_block_threshold=cfg.jobs.split_block_threshold,
                             merge_judge=judge, split_planner=planner).run(
             steps, dry_run=dry_run, move_archived=move_archived,
-            split_requests=[i.path for i in vault.queue.pending(SPLIT)],
+            split_requests=[i.path for i in vault.queue.pending(SPLIT)], stop=stop,
             **({"progress": progress} if progress is not None else {}))
     if dry_run or (only and FOLLOWUPS_STEP not in only):
         return report
-    drained = drain(vault, Wiring(vault, model=model, use_model=wants_model))
+    if why := stop_reason(stop):
+        report.stop(FOLLOWUPS_STEP, why)
+        return report
+    drained = drain(vault, Wiring(vault, model=model, use_model=wants_model), stop=stop)
     step = drained.step()
+    if why := stop_reason(stop):   # the drain stopped before the next item
+        step.stopped = report.stopped = why
     report.steps.append(step)
     report.seconds += step.seconds
     try:

@@ -5,6 +5,10 @@ DESIGN §8 (communities.json), §9 (maintainer); recall's community factor reads
 - Nodes are the notes of `layers` (default: knowledge/ only, the "knowledge-link graph");
   edges are their links in either direction, weighted by the number of predicates linking
   the pair (`GraphProjection.undirected`). Unlinked notes end up as singletons.
+- Archived notes (`recall.archive`: listed in archived.json or `status: archived`) are left
+  out, with their links: the partition ranks live notes (recall drops archived ones), and an
+  old overview linking two topics must not make them one community (DESIGN §7: archived
+  notes' edges do not count). They get no id, so recall's community factor is 1.0 for them.
 - `networkx.community.louvain_communities` with a fixed seed: same graph, same partition.
 - Community ids are kept stable across runs: each new community takes the id of the previous
   community it overlaps most (greedy by Jaccard), so an unchanged vault rewrites the same map
@@ -21,7 +25,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from typing import TYPE_CHECKING, Any
 
 import networkx as nx
@@ -37,12 +41,15 @@ __all__ = ["assign_ids", "detect_communities", "stability"]
 
 
 def detect_communities(vault: Vault, notes: Iterable[str], *, layers: Iterable[str] = ("knowledge",),
-                       resolution: float = 1.0, seed: int = 42,
-                       dry_run: bool = False) -> tuple[StepResult, CommunitiesSignal]:
-    """Compute (and unless dry_run, write) meta/communities.json."""
+                       resolution: float = 1.0, seed: int = 42, dry_run: bool = False,
+                       archived: Container[str] = frozenset(),
+                       ) -> tuple[StepResult, CommunitiesSignal]:
+    """Compute (and unless dry_run, write) meta/communities.json over the live notes of
+    `layers` (`archived` ones left out)."""
     result = StepResult("communities", dry_run=dry_run)
     wanted = set(layers)
-    nodes = sorted(p for p in notes if layer_of(p) in wanted)
+    in_layers = [p for p in notes if layer_of(p) in wanted]
+    nodes = sorted(p for p in in_layers if p not in archived)
     previous = vault.signals.get("communities")
     prev_map = previous.communities if isinstance(previous, CommunitiesSignal) else None
     fingerprint = graph_fingerprint(vault, nodes, resolution=resolution, seed=seed)
@@ -72,6 +79,7 @@ def detect_communities(vault: Vault, notes: Iterable[str], *, layers: Iterable[s
     sizes = sorted((len(g) for g in groups), reverse=True)
     stats: dict[str, Any] = {
         "nodes": len(nodes),
+        "archived_left_out": len(in_layers) - len(nodes),
         "edges": edges,
         "communities": len(groups),
         "singletons": sum(1 for s in sizes if s == 1),

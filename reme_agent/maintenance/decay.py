@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -46,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 from reme_agent.engine.fmedit import edit_frontmatter
 from reme_agent.engine.parser import split_note
 from reme_agent.engine.retarget import plan_moves
+from reme_agent.engine.stop import stop_reason
 from reme_agent.engine.transaction import Transaction
 from reme_agent.engine.view import VaultView
 from reme_agent.errors import ReMeError
@@ -101,8 +103,11 @@ def _fm_time(frontmatter: dict[str, Any]) -> datetime | None:
 
 def run_decay(vault: Vault, view: VaultView, *, now: datetime, params: DecayParams,
               last_read: dict[str, datetime], move_archived: bool = False,
-              dry_run: bool = False) -> StepResult:
-    """Score every note, archive/thaw streaming notes, write recency.json + archived.json."""
+              dry_run: bool = False, stop: threading.Event | None = None) -> StepResult:
+    """Score every note, archive/thaw streaming notes, write recency.json + archived.json.
+
+    `stop` set: no further status edit or move starts; the signals are still written, for
+    what was done."""
     result = StepResult("decay", dry_run=dry_run)
     prev = vault.signals.get("archived")
     prev_list = set(prev.archived) if isinstance(prev, ArchivedSignal) else set()
@@ -170,6 +175,9 @@ def run_decay(vault: Vault, view: VaultView, *, now: datetime, params: DecayPara
 
     # -- archive: status distilled -> archived (one CAS frontmatter edit per note) ----------
     for path in to_archive:
+        if why := stop_reason(stop):
+            result.stopped = why
+            break
         action = {"action": "archive", "path": path, "score": scores[path]}
         if dry_run:
             result.actions.append(action)
@@ -197,6 +205,9 @@ def run_decay(vault: Vault, view: VaultView, *, now: datetime, params: DecayPara
     moves.update({p: p[len(prefix):] for p in thawed if p.startswith(prefix)})
     carried: set[str] = set()
     for src, dst in moves.items():
+        if why := stop_reason(stop):
+            result.stopped = why
+            break
         if src in carried:
             continue   # moved with its workspace
         files = _materials_moving(vault, src, dst, prefix)

@@ -21,6 +21,7 @@ communities file must not stop the health report.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from reme_agent.config import MaintainSettings
 from reme_agent.engine.progress import SILENT, Progress
+from reme_agent.engine.stop import stop_reason
 from reme_agent.errors import InvalidArgument
 from reme_agent.maintenance.access import aggregate_access, last_reads
 from reme_agent.maintenance.communities import detect_communities
@@ -37,6 +39,7 @@ from reme_agent.maintenance.health import run_health
 from reme_agent.maintenance.merge import MergeJudge, MergeParams, run_merge
 from reme_agent.maintenance.report import STEPS, StepResult
 from reme_agent.maintenance.split import SplitParams, SplitPlanner, run_split
+from reme_agent.recall.archive import archived_now
 from reme_agent.recall.signals import iso_utc, utc_now
 from reme_agent.schema.audit import append_audit
 
@@ -55,6 +58,7 @@ class MaintainReport:
     dry_run: bool
     steps: list[StepResult] = field(default_factory=list)
     seconds: float = 0.0
+    stopped: str | None = None   # why the run ended early (a stop request), else None
 
     @property
     def changed(self) -> list[str]:
@@ -66,14 +70,21 @@ class MaintainReport:
     def as_dict(self) -> dict[str, Any]:
         return {"started_at": self.started_at, "dry_run": self.dry_run,
                 "seconds": round(self.seconds, 3), "changed": self.changed,
-                "steps": [s.as_dict() for s in self.steps]}
+                "stopped": self.stopped, "steps": [s.as_dict() for s in self.steps]}
 
     def text(self) -> str:
         head = f"maintain{' (dry run)' if self.dry_run else ''}: {len(self.steps)} step(s) " \
                f"in {self.seconds:.2f} s"
         lines = [head] + [f"  {s.summary()}" for s in self.steps]
         lines += [f"  warning ({s.step}): {w}" for s in self.steps for w in s.warnings]
+        if self.stopped:
+            lines.append(f"  stopped early ({self.stopped}): the rest runs next time")
         return "\n".join(lines)
+
+    def stop(self, step: str, why: str) -> None:
+        """Record a step not run because the run was asked to stop."""
+        self.steps.append(StepResult(step, dry_run=self.dry_run, skipped=f"stopped: {why}"))
+        self.stopped = why
 
 
 class Maintainer:
@@ -106,10 +117,12 @@ class Maintainer:
 
     def run(self, only: Iterable[str] | None = None, *, dry_run: bool = False,
             move_archived: bool = False, split_requests: Sequence[str] = (),
-            progress: Progress = SILENT) -> MaintainReport:
+            progress: Progress = SILENT, stop: threading.Event | None = None) -> MaintainReport:
         """Run the steps (all, or `only` these, always in the fixed order).
 
-        `progress` shows the index run and the steps (none by default).
+        `progress` shows the index run and the steps (none by default). `stop`, once set,
+        ends the run at the next safe point: between two steps, or between two actions
+        (transactions) of decay, merge and split; the report says where (`stopped`).
         """
         wanted = list(only) if only else list(STEPS)
         unknown = [s for s in wanted if s not in STEPS]
@@ -126,24 +139,29 @@ class Maintainer:
         bar = progress("maintain", sum(1 for s in STEPS if s in wanted), "step")
         try:
             for name in STEPS:
-                if name in wanted:
-                    view = self._run_step(name, view, now, report, dry_run=dry_run,
-                                          move_archived=move_archived,
-                                          split_requests=split_requests)
-                    bar.update(1)
+                if name not in wanted:
+                    continue
+                if why := stop_reason(stop):
+                    report.stop(name, why)
+                    continue
+                view = self._run_step(name, view, now, report, dry_run=dry_run,
+                                      move_archived=move_archived,
+                                      split_requests=split_requests, stop=stop)
+                report.stopped = report.stopped or report.steps[-1].stopped
+                bar.update(1)
         finally:
             bar.close()
         report.seconds = time.perf_counter() - started
         return report
 
     def _run_step(self, name: str, view: VaultView, now: datetime, report: MaintainReport, *,
-                  dry_run: bool, move_archived: bool,
-                  split_requests: Sequence[str]) -> VaultView:
+                  dry_run: bool, move_archived: bool, split_requests: Sequence[str],
+                  stop: threading.Event | None = None) -> VaultView:
         """One step, timed and audited; returns the view the next step plans against."""
         t0, c0 = time.perf_counter(), time.process_time()
         try:
             result = self._step(name, view, now, dry_run=dry_run, move_archived=move_archived,
-                                split_requests=split_requests)
+                                split_requests=split_requests, stop=stop)
         except Exception as exc:  # one broken step must not stop the others
             log.exception("maintenance step %s failed", name)
             result = StepResult(name, dry_run=dry_run,
@@ -158,29 +176,33 @@ class Maintainer:
         return view
 
     def _step(self, name: str, view: VaultView, now: datetime, *, dry_run: bool,
-              move_archived: bool, split_requests: Sequence[str]) -> StepResult:
+              move_archived: bool, split_requests: Sequence[str],
+              stop: threading.Event | None) -> StepResult:
         vault, s = self.vault, self.settings
         if name == "access":
             return aggregate_access(vault, today=now.date(), existing=set(view.files),
                                     keep_days=s.access_keep_days, dry_run=dry_run)
         if name == "communities":
+            archived = archived_now(vault)   # as recall sees it (`run` indexed first)
+            archived.prefetch(view.notes)     # one status lookup (none with the status index)
             result, signal = detect_communities(vault, view.notes, layers=s.community_layers,
                                                 resolution=s.louvain_resolution, seed=s.seed,
-                                                dry_run=dry_run)
+                                                dry_run=dry_run, archived=archived)
             self._communities = dict(signal.communities)  # merge gates on this run's map
             return result
         if name == "decay":
             return run_decay(vault, view, now=now, params=self.decay_params,
                              last_read=last_reads(vault), move_archived=move_archived,
-                             dry_run=dry_run)
+                             dry_run=dry_run, stop=stop)
         if name == "merge":
             return run_merge(vault, view, params=self.merge_params,
                              communities=self._communities or vault.signals.communities(),
                              judge=self.merge_judge,
-                             now=now, dry_run=dry_run)
+                             now=now, dry_run=dry_run, stop=stop)
         if name == "split":
             return run_split(vault, view, params=self.split_params, planner=self.split_planner,
-                             now=now, requested=list(split_requests), dry_run=dry_run)
+                             now=now, requested=list(split_requests), dry_run=dry_run,
+                             stop=stop)
         return run_health(vault, view, params=self.split_params, now=now, dry_run=dry_run)
 
     def _audit(self, result: StepResult, now: datetime) -> None:

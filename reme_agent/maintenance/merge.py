@@ -39,6 +39,7 @@ import datetime as _dt
 import hashlib
 import logging
 import sqlite3
+import threading
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
@@ -52,6 +53,7 @@ from reme_agent.engine.fmedit import edit_frontmatter
 from reme_agent.engine.names import MERGED_FROM, merged_records, note_aliases, note_title
 from reme_agent.engine.parser import normalize_eol, restore_eol, split_note
 from reme_agent.engine.retarget import edge_keys, retarget, rewrite_links
+from reme_agent.engine.stop import stop_reason
 from reme_agent.engine.transaction import Transaction
 from reme_agent.engine.view import VaultView
 from reme_agent.errors import ConservationViolation, ReMeError, StampChanged, WriteConflict
@@ -468,7 +470,9 @@ def _report_groups(vault: Vault, title: str, groups: list[DuplicateGroup], note:
 
 def run_merge(vault: Vault, view: VaultView, *, params: MergeParams,
               communities: dict[str, int] | None, judge: MergeJudge | None, now: datetime,
-              dry_run: bool = False) -> StepResult:
+              dry_run: bool = False, stop: threading.Event | None = None) -> StepResult:
+    """Find duplicate groups; with a judge, ask and merge them one by one (`stop` set: no
+    further group is asked about or merged; the cooldowns of those done are written)."""
     result = StepResult("merge", dry_run=dry_run)
     groups, large, stats = find_duplicates(vault, view, params=params, communities=communities,
                                            now=now)
@@ -493,6 +497,9 @@ def run_merge(vault: Vault, view: VaultView, *, params: MergeParams,
         return result
     cooldowns: dict[str, tuple[str, float]] = {}
     for group in groups[:params.max_per_run]:
+        if why := stop_reason(stop):
+            result.stopped = why
+            break
         if dry_run:
             result.actions.append({"action": "ask", "members": group.members})
             continue

@@ -29,6 +29,7 @@ class StepResult:
     cpu_seconds: float = 0.0                                 # this process's CPU time
     dry_run: bool = False
     skipped: str | None = None                               # why the step did not run
+    stopped: str | None = None                               # why it ended before its end
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -40,8 +41,9 @@ class StepResult:
         counts = ", ".join(f"{k}={v}" for k, v in self.found.items()
                            if isinstance(v, int | float) and not isinstance(v, bool))
         verb = "would change" if self.dry_run else "changed"
+        stopped = f"; stopped early ({self.stopped})" if self.stopped else ""
         return (f"{self.step}: {counts or 'nothing found'}; {len(self.actions)} action(s), "
-                f"{verb} {len(self.changed)} file(s) in {self.seconds:.2f} s")
+                f"{verb} {len(self.changed)} file(s) in {self.seconds:.2f} s{stopped}")
 
     def markdown(self) -> str:
         """The body of this step's entry in audit/<date>/maintain.md."""

@@ -31,6 +31,7 @@ and each child (seed auto_link §1.4), so a new child gets its inbound links at 
 from __future__ import annotations
 
 import logging
+import threading
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -52,6 +53,7 @@ from reme_agent.engine.parser import (
     split_note,
 )
 from reme_agent.engine.retarget import edge_keys, rewrite_links
+from reme_agent.engine.stop import stop_reason
 from reme_agent.engine.tokenize import estimate_tokens
 from reme_agent.engine.transaction import Transaction
 from reme_agent.engine.view import VaultView
@@ -369,7 +371,9 @@ def apply_split(vault: Vault, proposal: SplitProposal, plan: SplitPlan, *,
 
 def run_split(vault: Vault, view: VaultView, *, params: SplitParams,
               planner: SplitPlanner | None, now: datetime, requested: Sequence[str] = (),
-              dry_run: bool = False) -> StepResult:
+              dry_run: bool = False, stop: threading.Event | None = None) -> StepResult:
+    """Propose splits of overloaded notes; with a planner, apply them one by one (`stop`
+    set: no further proposal or split starts; the cooldowns of those done are written)."""
     result = StepResult("split", dry_run=dry_run)
     found = overloaded(vault, view, params)
     over = {d["path"]: d for d in found}
@@ -379,6 +383,9 @@ def run_split(vault: Vault, view: VaultView, *, params: SplitParams,
     proposals: list[SplitProposal] = []
     unsplittable: list[dict[str, str]] = []
     for path in order[:params.max_per_run]:
+        if halt := stop_reason(stop):
+            result.stopped = halt
+            break
         proposal, why = propose_split(vault, path, params)
         if proposal is None:
             unsplittable.append({"path": path, "reason": why})
@@ -393,6 +400,9 @@ def run_split(vault: Vault, view: VaultView, *, params: SplitParams,
         return result
     cooldowns: dict[str, tuple[str, float]] = {}
     for proposal in proposals:
+        if halt := stop_reason(stop):
+            result.stopped = halt
+            break
         if dry_run:
             result.actions.append({"action": "ask", "path": proposal.path, "k": proposal.k})
             continue

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from reme_agent.engine.perprocess import PerProcess
 from reme_agent.engine.state import is_corruption
 
 log = logging.getLogger("reme_agent.index")
@@ -110,8 +111,16 @@ class NameStore:
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
-        self._lock = threading.RLock()
-        self._db = self._connect()
+        self._proc = PerProcess(self._connect)   # a forked child opens its own connection
+        self._proc.adopt(self._connect())
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        return self._proc.db
+
+    @property
+    def _lock(self) -> threading.RLock:
+        return self._proc.lock
 
     # -- opening ------------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
@@ -182,8 +191,7 @@ class NameStore:
                 os.unlink(f"{path}{suffix}")
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        self._proc.close()
 
     # -- reading ------------------------------------------------------------------------
     @contextmanager

@@ -89,3 +89,55 @@ def test_search_applies_the_community_factor_to_a_same_community_node(vault) -> 
         expected = 1.2 if comm[node.path] in seeds else 1.0    # beta for the seeds' community
         assert node.factors["community"] == pytest.approx(expected), node.path
     assert sorted({round(n.factors["community"], 6) for n in response.results}) == [1.0, 1.2]
+
+
+
+HUB = "knowledge/old-overview/old-overview.md"
+ZOO3, OPS3 = ZOO[:3], OPS[:3]
+
+
+def chain(paths: list[str], topic: str, text: str) -> dict[str, str]:
+    """A loosely tied topic: each note links the next one."""
+    return {path: knowledge(f"{topic} {i}", f"{text} Note {i} about {topic}."
+                                            + (f" [[{paths[i + 1]}]]" if i + 1 < len(paths) else ""))
+            for i, path in enumerate(paths)}
+
+
+def _hub(status: str | None) -> str:
+    """An overview tying both topics together with three relations to each note."""
+    links = "\n".join(f"- [[{p}]]\n- about:: [[{p}]]\n- see:: [[{p}]]" for p in [*ZOO3, *OPS3])
+    extra = {"status": status} if status else {}
+    return knowledge("Old overview", f"Everything, once.\n\n{links}", **extra)
+
+
+@pytest.mark.parametrize("how", ["frontmatter", "archived.json"])
+def test_an_archived_hub_does_not_join_two_groups(make_vault: VaultFactory, how: str) -> None:
+    """Recall ranks live notes by the partition: an archived note's links must not make
+    two topics one community (DESIGN §7). The hub is left out and gets no id."""
+    from reme_agent.recall.signals import ArchivedSignal
+
+    vault = make_vault({**chain(ZOO3, "zoology", "Platypus venom spurs."),
+                        **chain(OPS3, "operations", "Pager rotation."), HUB: _hub(None)})
+    maintainer(vault).run(["communities"])
+    comm = vault.signals.communities()
+    assert comm[ZOO3[0]] == comm[OPS3[0]] == comm[HUB]        # live, the hub binds them
+    if how == "frontmatter":   # a person archived it by hand
+        (vault.root / HUB).write_text(_hub("archived"), encoding="utf-8")
+    else:                      # the maintainer's list (decay)
+        vault.signals.write_signal("archived", ArchivedSignal(threshold=0.1, archived=[HUB]))
+    report = maintainer(vault).run(["communities"])
+    comm = vault.signals.communities()
+    assert HUB not in comm
+    assert len({comm[p] for p in ZOO3}) == 1 and len({comm[p] for p in OPS3}) == 1
+    assert comm[ZOO3[0]] != comm[OPS3[0]]
+    stats = read_json(vault, "meta/communities.json")["stats"]
+    assert stats["nodes"] == 6 and stats["archived_left_out"] == 1
+    assert report.step("communities").found["communities"] == 2
+    # the ranking: a zoology query's seeds no longer lift the operations notes
+    on = vault.settings.search.model_copy(update={"use_community": True})
+    response = search(vault, "platypus venom spurs", limit=8, expand_depth=0, options=on,
+                      log_access=False)
+    ops = [n for n in response.results if n.path in OPS3]
+    zoo = [n for n in response.results if n.path in ZOO3]
+    assert zoo and all(n.factors["community"] == pytest.approx(1.2) for n in zoo)
+    assert ops and all(n.factors["community"] == pytest.approx(1.0) for n in ops)

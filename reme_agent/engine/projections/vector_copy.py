@@ -26,13 +26,14 @@ process opened on disk: a chroma server's collections can be written by anyone.
 from __future__ import annotations
 
 import logging
-import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
+
+from reme_agent.engine.perprocess import PerProcess
 
 __all__ = ["SCHEMA_VERSION", "VectorCopy"]
 
@@ -91,35 +92,35 @@ class VectorCopy:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self._lock = threading.Lock()
-        self._db: sqlite3.Connection | None = None
-        self._pid = 0
+        self._proc = PerProcess(self._open, threading.Lock)   # a forked child opens its own
         self._broken = False
 
+    @property
+    def _lock(self) -> threading.Lock:
+        return self._proc.lock
+
+    def _open(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False,
+                             isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        if _version(db) != SCHEMA_VERSION:
+            _create(db)
+        return db
+
     def _conn(self) -> sqlite3.Connection | None:
-        if self._db is not None and self._pid != os.getpid():
-            # a forked child: SQLite forbids using the parent's connection; open its own
-            self._db = None
-        if self._db is None and not self._broken:
-            try:
-                db = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False,
-                                     isolation_level=None)
-                db.execute("PRAGMA journal_mode=WAL")
-                db.execute("PRAGMA synchronous=NORMAL")
-                if _version(db) != SCHEMA_VERSION:
-                    _create(db)
-                self._db, self._pid = db, os.getpid()
-            except sqlite3.Error as exc:
-                log.warning("the vector copy at %s cannot be used (%s); stored vectors are "
-                            "read from chroma", self.path, exc)
-                self._broken = True
-        return self._db
+        if self._broken:
+            return None
+        try:
+            return self._proc.db
+        except sqlite3.Error as exc:
+            log.warning("the vector copy at %s cannot be used (%s); stored vectors are "
+                        "read from chroma", self.path, exc)
+            self._broken = True
+            return None
 
     def close(self) -> None:
-        with self._lock:
-            if self._db is not None:
-                self._db.close()
-                self._db = None
+        self._proc.close()
 
     def _run(self, what: str, sql: str, rows: Iterable[tuple]) -> None:
         """`sql` for each of `rows` in one transaction (a failure is logged, rolled back)."""
