@@ -7,6 +7,7 @@ and rendered into the run's `audit/<date>/maintain.md` entry, so the three never
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -64,5 +65,14 @@ class StepResult:
 
 
 def _short(value: Any, width: int = 300) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= width else text[:width - 1] + "…"
+    """One listed value: a string as written, anything else as JSON in a code span, so a
+    list of pairs (`[["a.md", "b.md", 0.9]]`) is not read back as a wikilink of the
+    audit note (it made dangling links)."""
+    if isinstance(value, str):
+        return value if len(value) <= width else value[:width - 1] + "…"
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    text = text if len(text) <= width else text[:width - 1] + "…"
+    if "`" not in text:
+        return f"`{text}`"
+    ticks = "`" * (max(len(run) for run in re.findall(r"`+", text)) + 1)
+    return f"{ticks} {text} {ticks}"

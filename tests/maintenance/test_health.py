@@ -42,3 +42,16 @@ def test_a_healthy_vault_reports_zero_problems(make_vault: VaultFactory) -> None
                         BIG: knowledge("Big", "Short.")})
     found = maintainer(vault).run(["health"]).step("health").found
     assert (found["D1"], found["D3"], found["D10"]) == (0, 0, 0)
+
+
+def test_a_step_report_lists_values_without_making_links() -> None:
+    from reme_agent.engine.links import extract_links
+    from reme_agent.maintenance.report import StepResult
+
+    # what the merge step lists: candidate groups with their pairs (lists in lists)
+    groups = [{"members": ["a.md", "b.md"], "pairs": [["a.md", "b.md", 0.93]]},
+              {"members": ["c``d.md", "e.md"], "pairs": [["c``d.md", "e.md", 1.0]]}]
+    body = StepResult("merge", found={"candidates": groups},
+                      actions=[{"action": "ask", "members": [["a.md", "b.md"]]}]).markdown()
+    assert '[["a.md", "b.md", 0.93]]' in body
+    assert extract_links(body, refs=True) == []
