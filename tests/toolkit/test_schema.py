@@ -97,6 +97,19 @@ def test_audit_entries_append_to_a_dated_note(tmp_path) -> None:
         audit_path("Not a slug!")
 
 
+def test_an_audit_entry_makes_no_link(tmp_path) -> None:
+    from reme_agent.engine.links import extract_links
+
+    store = FileStore(tmp_path)
+    when = dt.datetime(2026, 11, 30, 9, 15, tzinfo=dt.UTC)
+    path = append_audit(store, "refused", "E-1 on [[x]]",
+                        "dropped owner:: [[y|Y]], ![[z.png]] and `[[kept in code]]`; "
+                        "pairs [[\"a.md\", \"b.md\", 0.9]]", now=when)
+    text = store.read_text(path)
+    assert extract_links(text, refs=True) == []
+    assert "`[[y|Y]]`" in text and "`[[kept in code]]`" in text and "!`[[z.png]]`" in text
+
+
 def test_protocol_ships_and_names_every_axis_value_and_decision() -> None:
     from importlib.resources import files
 
