@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reme_agent.config import Settings, VectorSettings
-from reme_agent.engine.indexer import COLLECTION_KEY, Indexer, IndexReport
+from reme_agent.engine.indexer import (
+    COLLECTION_KEY,
+    DOCUMENTS_KEY,
+    DOCUMENTS_VERSION,
+    Indexer,
+    IndexReport,
+    indexed_ref_keys,
+)
 from reme_agent.engine.projections.graph import GraphProjection
 from reme_agent.engine.projections.keyword import KeywordProjection
 from reme_agent.engine.queue import QUEUE_FILE, WorkQueue
@@ -26,7 +33,7 @@ from reme_agent.engine.state import IndexState
 from reme_agent.engine.store import FileStore
 from reme_agent.engine.transaction import Recovery, recover
 from reme_agent.engine.vaultroot import unusable_root
-from reme_agent.engine.view import NoteMeta, VaultView, note_meta, safe_rows
+from reme_agent.engine.view import NoteMeta, RefKeys, VaultView, note_meta, safe_rows
 from reme_agent.engine.viewmemo import MEMO_FILE, ViewMemo
 from reme_agent.engine.workdir import internal_dir
 from reme_agent.errors import VaultError, VaultNotFound
@@ -228,7 +235,20 @@ class Vault:
         """The vault as it is now (files, notes' names and links, a resolver): what a
         tool, a lint or a multi-file change plans against."""
         return VaultView(self.store, self._rows_at, self.settings.index.extensions,
-                         self.settings.index.max_file_bytes, memo=self._view_memo)
+                         self.settings.index.max_file_bytes, memo=self._view_memo,
+                         ref_keys=self._indexed_ref_keys())
+
+    def _indexed_ref_keys(self) -> RefKeys | None:
+        """The index's reference keys for the view (a note not read to learn them), or None
+        when the index was built before they were kept (DOCUMENTS_VERSION 4: its rows hold
+        none until the next whole-vault run re-reads every note) or cannot be read."""
+        try:
+            if self.state.get_meta(DOCUMENTS_KEY) != DOCUMENTS_VERSION:
+                return None
+        except Exception as exc:
+            log.debug("index state unavailable for reference keys: %s", exc)
+            return None
+        return lambda paths: indexed_ref_keys(self.state, paths)
 
     def _read_view_memo(self) -> bytes | None:
         path = self.internal / MEMO_FILE
