@@ -33,7 +33,7 @@ from reme_agent.engine.state import IndexState
 from reme_agent.engine.store import FileStore
 from reme_agent.engine.transaction import Recovery, recover
 from reme_agent.engine.vaultroot import unusable_root
-from reme_agent.engine.view import NoteMeta, RefKeys, VaultView, note_meta, safe_rows
+from reme_agent.engine.view import NoteMeta, VaultView, note_meta, safe_rows
 from reme_agent.engine.viewmemo import MEMO_FILE, ViewMemo
 from reme_agent.engine.workdir import internal_dir
 from reme_agent.errors import VaultError, VaultNotFound
@@ -236,19 +236,17 @@ class Vault:
         tool, a lint or a multi-file change plans against."""
         return VaultView(self.store, self._rows_at, self.settings.index.extensions,
                          self.settings.index.max_file_bytes, memo=self._view_memo,
-                         ref_keys=self._indexed_ref_keys())
+                         ref_keys=self._indexed_ref_keys)
 
-    def _indexed_ref_keys(self) -> RefKeys | None:
-        """The index's reference keys for the view (a note not read to learn them), or None
-        when the index was built before they were kept (DOCUMENTS_VERSION 4: its rows hold
-        none until the next whole-vault run re-reads every note) or cannot be read."""
-        try:
-            if self.state.get_meta(DOCUMENTS_KEY) != DOCUMENTS_VERSION:
-                return None
-        except Exception as exc:
-            log.debug("index state unavailable for reference keys: %s", exc)
-            return None
-        return lambda paths: indexed_ref_keys(self.state, paths)
+    def _indexed_ref_keys(self, paths: list[str]
+                          ) -> dict[str, tuple[int, int, tuple[str, ...] | None]]:
+        """The index's reference keys of these notes, for the view's key filter (a note is
+        not read to learn them), or none when the index was built before they were kept
+        (DOCUMENTS_VERSION 4: its rows hold none until the next whole-vault run re-reads
+        every note, which writes the version last). Checked when the view asks, once."""
+        if self.state.get_meta(DOCUMENTS_KEY) != DOCUMENTS_VERSION:
+            return {}
+        return indexed_ref_keys(self.state, paths)
 
     def _read_view_memo(self) -> bytes | None:
         path = self.internal / MEMO_FILE
