@@ -10,7 +10,8 @@ links in frontmatter properties, it prints:
   `before`: the planning as it was (a view built whole, no memo; every note checked link by
   link and read for refs; the after-resolver rebuilt over every file), switched back on in
   this process; `cold`: the new code with the process's view memo emptied first (the
-  first move on a vault no process has saved a memo for); `next process`: a new memo
+  first move on a vault no process has saved a memo for: the notes' reference keys come
+  from the index, session 8); `next process`: a new memo
   reading the one saved before (a one-shot CLI call after an earlier one); `warm`: the
   new code as a long-lived process (MCP server, agent) runs it;
 - the plan alone (view + link rewrites, no commit, no re-index) in the same three modes.
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import random
 import shutil
 import statistics
@@ -78,6 +80,11 @@ def add_props(root: Path, paths: list[str], share: float, seed: int) -> int:
     return n
 
 
+def _load() -> str:
+    """The 1-minute load average: the numbers move with what else runs on the machine."""
+    return f"{os.getloadavg()[0]:.2f}"
+
+
 def timed(fn) -> float:
     t = time.perf_counter()
     fn()
@@ -132,7 +139,7 @@ def bench(n: int, args: argparse.Namespace) -> None:
     vault = open_vault(root, settings, create=True)
     t_index = timed(vault.index)
     print(f"\n## {n} notes ({with_refs} with embeds/Markdown links; -1: vault kept), "
-          f"indexed in {t_index:.1f} s\n")
+          f"indexed in {t_index:.1f} s; load {_load()}\n")
 
     with before():
         view_s, scan_s = [], []
@@ -170,7 +177,8 @@ def bench(n: int, args: argparse.Namespace) -> None:
     def row(name: str, xs: list[float]) -> str:
         return f"| {name} | {statistics.median(xs) * 1000:.0f} | {max(xs) * 1000:.0f} |"
 
-    print(f"moving {src} there and back ({sorted(links)} links rewritten per move)\n")
+    print(f"moving {src} there and back ({sorted(links)} links rewritten per move); "
+          f"load after {_load()}\n")
     print("| step | median ms | max ms |\n|---|---|---|")
     print(row("before: build the view (every move)", view_s))
     print(row("before: refs scan, every note", scan_s))

@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reme_agent.config import Settings, VectorSettings
-from reme_agent.engine.indexer import COLLECTION_KEY, Indexer, IndexReport
+from reme_agent.engine.indexer import (
+    COLLECTION_KEY,
+    DOCUMENTS_KEY,
+    DOCUMENTS_VERSION,
+    Indexer,
+    IndexReport,
+    indexed_ref_keys,
+)
 from reme_agent.engine.projections.graph import GraphProjection
 from reme_agent.engine.projections.keyword import KeywordProjection
 from reme_agent.engine.queue import QUEUE_FILE, WorkQueue
@@ -228,7 +235,18 @@ class Vault:
         """The vault as it is now (files, notes' names and links, a resolver): what a
         tool, a lint or a multi-file change plans against."""
         return VaultView(self.store, self._rows_at, self.settings.index.extensions,
-                         self.settings.index.max_file_bytes, memo=self._view_memo)
+                         self.settings.index.max_file_bytes, memo=self._view_memo,
+                         ref_keys=self._indexed_ref_keys)
+
+    def _indexed_ref_keys(self, paths: list[str]
+                          ) -> dict[str, tuple[int, int, tuple[str, ...] | None]]:
+        """The index's reference keys of these notes, for the view's key filter (a note is
+        not read to learn them), or none when the index was built before they were kept
+        (DOCUMENTS_VERSION 4: its rows hold none until the next whole-vault run re-reads
+        every note, which writes the version last). Checked when the view asks, once."""
+        if self.state.get_meta(DOCUMENTS_KEY) != DOCUMENTS_VERSION:
+            return {}
+        return indexed_ref_keys(self.state, paths)
 
     def _read_view_memo(self) -> bytes | None:
         path = self.internal / MEMO_FILE

@@ -15,6 +15,7 @@ import hashlib
 import logging
 import os
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -153,6 +154,16 @@ def _ref_keys(note: ParsedNote) -> set[str]:
     targets = [x.target for x in refs if x.kind != LINK]
     targets += [x.target for x in property_links(fm)]
     return {link_key(t) or _ANY_KEY for t in targets}
+
+
+def indexed_ref_keys(state: IndexState, paths: Iterable[str]
+                     ) -> dict[str, tuple[int, int, tuple[str, ...] | None]]:
+    """path -> (size, mtime_ns of its row, the keys `_ref_keys` stored for it) for each of
+    `paths` that is indexed; keys are None when one is `_ANY_KEY` (a reference no name
+    says), as `VaultView.names_any` writes it. Only meaningful at the current
+    DOCUMENTS_VERSION: an older index has rows without these keys (`Vault.view` checks)."""
+    return {path: (size, mtime, None if _ANY_KEY in keys else tuple(map(sys.intern, keys)))
+            for path, (size, mtime, keys) in state.ref_keys_at(paths).items()}
 
 
 def _same_links(old: FileRow | None, new: FileRow) -> bool:

@@ -511,6 +511,20 @@ class IndexState:
             except sqlite3.OperationalError:   # a read-only copy without the table
                 return set()
 
+    def ref_keys_at(self, paths: Iterable[str]) -> dict[str, tuple[int, int, list[str]]]:
+        """path -> (size, mtime_ns, reference keys) of each of `paths` that is indexed, with
+        the row's stat read in the same query, so a caller trusts the keys by the rule it
+        trusts the row by. 500 paths per query; raises when the table is missing."""
+        out: dict[str, tuple[int, int, list[str]]] = {}
+        with self._lock:
+            for path, size, mtime_ns, key in self._where_in(
+                    "SELECT f.path, f.size, f.mtime_ns, r.key FROM files f LEFT JOIN refkeys r "
+                    "ON r.path = f.path WHERE f.path IN ({marks})", paths):
+                keys = out.setdefault(path, (size, mtime_ns, []))[2]
+                if key is not None:
+                    keys.append(key)
+        return out
+
     def clear(self) -> None:
         """Forget every file (a schema change); the run counter and the published vector
         collection stay, so readers keep a consistent view and block ids still match."""

@@ -8,8 +8,10 @@ Tools, lint, maintenance, auto-link and the transaction plan against the files a
 row is taken from the row (cheap on an indexed vault), any other note is read and parsed.
 The resolver knows every file (a link to an image or a PDF is not dangling) plus the notes'
 aliases; `after` gives the resolver a planned rename or removal would leave behind.
-A note's embeds and Markdown links (`refs`) are not edges and not in the index: they are
-read from the file the first time a plan asks (measured in `bench/bench_move_refs.py`).
+A note's embeds and Markdown links (`refs`) are not edges and not in the index rows: they
+are read from the file the first time a plan asks (measured in `bench/bench_move_refs.py`).
+Which notes a change may touch (`names_any`) needs only their keys, which the index keeps
+(`refkeys`): a note whose row still matches its stat is not read for them.
 Links in its frontmatter values (`props`) come from its frontmatter, with no read.
 Built with a `ViewMemo` (`Vault.view`), a view reads only the notes changed since the
 process's last view, and makes a note's `NoteMeta` only when asked (`engine.viewmemo`).
@@ -47,7 +49,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("reme_agent.engine")
 
-__all__ = ["LinkRef", "NoteMeta", "VaultView", "note_meta", "safe_rows"]
+__all__ = ["LinkRef", "NoteMeta", "RefKeys", "VaultView", "note_meta", "safe_rows"]
+
+RefKeys = Callable[[list[str]], Mapping[str, tuple[int, int, "tuple[str, ...] | None"]]]
+"""Paths -> (size, mtime_ns, reference keys) as indexed (`indexer.indexed_ref_keys`)."""
 
 
 @dataclass(frozen=True)
@@ -172,11 +177,14 @@ class VaultView:
     def __init__(self, store: FileStore,
                  rows: Mapping[str, FileRow] | Callable[[list[str]], Mapping[str, FileRow]],
                  extensions: Iterable[str], max_bytes: int | None = None, *,
-                 memo: ViewMemo | None = None) -> None:
+                 memo: ViewMemo | None = None, ref_keys: RefKeys | None = None) -> None:
         """`rows`: the index rows, or a function giving the rows of the paths it is asked
         for; `memo`: what this process saw in earlier views (`engine.viewmemo`), so only
-        the notes changed since are read."""
+        the notes changed since are read; `ref_keys`: the keys of the notes' references as
+        indexed, asked once for the notes whose keys no memo holds (None: read them)."""
         self.store = store
+        self._ref_keys = ref_keys
+        self._indexed: Mapping[str, tuple[int, int, tuple[str, ...] | None]] | None = None
         exts = tuple(e.lower() for e in extensions)
         self._known: dict[str, Known] = {}
         self.notes: Mapping[str, NoteMeta]
@@ -239,16 +247,42 @@ class VaultView:
             else:
                 meta = self.notes.get(path)
                 found = _keys_of([x.target for x in meta.links] if meta else [])
+                # Embeds, Markdown links and property links: as indexed while the row is
+                # the file's (`_indexed_keys`), else from the frontmatter and the file.
+                indexed = self._indexed_keys(meta) if found is not None else False
+                more = indexed
+                if found is not None and indexed is False:
+                    more = _keys_of([x.target for x in self.props(path)])
+                    if more is not None:
+                        refs = _keys_of([x.target for x in self.refs(path)])
+                        more = None if refs is None else (*more, *refs)
                 if found is not None:
-                    props = _keys_of([x.target for x in self.props(path)])
-                    found = None if props is None else tuple({*found, *props})
-                if found is not None:
-                    refs = _keys_of([x.target for x in self.refs(path)])
-                    found = None if refs is None else tuple({*found, *refs})
-                if known is not None and (found is None or known.refs is not None):
-                    known.keys = found   # refs read from the bytes the entry describes
+                    found = None if more is None else tuple({*found, *more})
+                if known is not None and (found is None or indexed is not False
+                                          or known.refs is not None):
+                    known.keys = found   # refs of the bytes the entry describes
             self._keys[path] = found
         return found is None or not keys.isdisjoint(found)
+
+    def _indexed_keys(self, meta: NoteMeta | None) -> tuple[str, ...] | None | bool:
+        """The note's reference keys as indexed, when its row's size and mtime are the
+        file's as this view found it (the rule a row is trusted by: the keys were taken
+        from these bytes); False when the index cannot say. The first call asks the index
+        once for every note whose keys the memo lacks."""
+        if self._ref_keys is None or meta is None or meta.stamp is None:
+            return False
+        if self._indexed is None:
+            wanted = [p for p in self.notes
+                      if (k := self._known.get(p)) is None or k.keys is False]
+            try:
+                self._indexed = self._ref_keys(wanted)
+            except Exception as exc:   # a broken index costs speed here, not correctness
+                log.warning("indexed reference keys unavailable (%s); reading notes", exc)
+                self._indexed = {}
+        got = self._indexed.get(meta.path)
+        if got is None or (got[0], got[1]) != (meta.size, meta.mtime_ns):
+            return False
+        return got[2]
 
     @cached_property
     def resolver(self) -> LinkResolver:
