@@ -33,10 +33,13 @@ import logging
 import os
 import re
 import stat
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import regex
 
 from reme_agent.engine.atomic import replaced
 
@@ -208,24 +211,51 @@ def excluded_matcher(root: Path) -> Callable[[str], bool] | None:
     return matcher
 
 
+_MAX_FILTERS = 1000
+_MAX_PATTERN_CHARS = 1000
+_REGEX_TIMEOUT_S = 0.05
+"""Bounds on what app.json may ask of every search: a filter list or pattern past these is
+cut, and a pattern that runs longer than this on one path (catastrophic backtracking, e.g.
+`/(a+)+$/`) is dropped for the rest of the process, with one warning."""
+
+
 def _matcher(filters: list[str]) -> Callable[[str], bool] | None:
     prefixes: list[str] = []
-    patterns: list[re.Pattern[str]] = []
-    for raw in filters:
-        text = raw.strip()
+    patterns: list[regex.Pattern[str]] = []
+    for raw in filters[:_MAX_FILTERS]:
+        text = unicodedata.normalize("NFC", raw.strip())
         if len(text) > 2 and text.startswith("/") and text.endswith("/"):
+            if len(text) > _MAX_PATTERN_CHARS:
+                log.warning("Obsidian excluded-files filter of %d characters is ignored",
+                            len(text))
+                continue
             try:
-                patterns.append(re.compile(text[1:-1]))
-            except re.error:
+                patterns.append(regex.compile(text[1:-1]))
+            except (regex.error, OverflowError, RecursionError):
                 log.debug("Obsidian excluded-files filter %r is not a valid regex", text)
-        elif text.strip("/"):
-            prefixes.append(text.lstrip("/"))
+        else:
+            prefix = text.replace("\\", "/").lstrip("/")   # a filter typed on Windows
+            if prefix.strip("/"):
+                prefixes.append(prefix)
     if not prefixes and not patterns:
         return None
     starts = tuple(prefixes)
 
     def excluded(path: str) -> bool:
-        return path.startswith(starts) or any(p.search(path) for p in patterns)
+        if not path.isascii():
+            path = unicodedata.normalize("NFC", path)   # macOS file names come as NFD
+        if path.startswith(starts):
+            return True
+        for pattern in list(patterns):
+            try:
+                if pattern.search(path, timeout=_REGEX_TIMEOUT_S):
+                    return True
+            except TimeoutError:
+                log.warning("Obsidian excluded-files filter /%s/ took over %.0f ms on one "
+                            "path and is ignored", pattern.pattern, _REGEX_TIMEOUT_S * 1000)
+                if pattern in patterns:
+                    patterns.remove(pattern)
+        return False
     return excluded
 
 
