@@ -3,13 +3,17 @@
 Obsidian's tag pane counts both, so a vault kept in Obsidian tags most notes inline
 (`#project/alpha` in a paragraph). Rules, from Obsidian's help ("Tags") and its behaviour:
 
-- a tag starts with `#` at the start of a line or after whitespace (`a#b`, a URL fragment,
-  `[[note#heading]]` are no tags; `# Heading` is a heading);
-- it runs over letters and digits of any script, `_`, `-`, `/` (nested tags) and symbols such
-  as emoji, and stops at whitespace or other punctuation (`#tag.` is `tag`);
-- it holds at least one character that is not a digit (`#1984` is no tag, `#y1984` is);
-- none in code (fences, indented code, code spans) or HTML comments; `%% %%` comments count,
-  as in Obsidian's metadata cache.
+- a tag starts with `#` at the start of a line, after whitespace, a `|` (table cells) or
+  a blockquote's `>` (`>#x`); `a#b`, a URL fragment, `[[note#heading]]` are no tags, and
+  `# Heading` is a heading. A tag that ends at another `#` starts the next (`#a#b`: two);
+- it runs until whitespace, ASCII punctuation other than `_-/`, or a character of Unicode's
+  General or Supplemental Punctuation blocks (curly quotes, `…`, `—`, the emoji ZWJ): the set
+  Obsidian's tag parser stops at. Other punctuation is part of the tag there, CJK `，。`
+  included (`#项目，` is the tag `项目，`), and so it is here: the tag pane must agree;
+- it holds at least one character other than 0-9 (`#1984` is no tag, `#y1984` and
+  `#2024/05` are); a trailing `/` is dropped, a leading one is no tag;
+- none in code (fences, indented code, code spans), HTML comments or math (`$...$`,
+  `$$...$$`); `%% %%` comments count, as in Obsidian's metadata cache.
 
 The `tags` (and legacy `tag`) property: a list, or a string of tags separated by commas or
 spaces (what Obsidian reads from `tags: a, b`); a leading `#` is dropped.
@@ -27,24 +31,50 @@ from reme_agent.engine.links import not_prose, prose_chunks
 
 __all__ = ["body_tags", "merge_tags", "property_tags"]
 
-_CANDIDATE_RE = re.compile(r"(?:^|(?<=\s))#([^\s#]+)", re.MULTILINE)
-_SYMBOL_CATEGORIES = frozenset({"So", "Sk", "Mn", "Mc", "Me", "Cf"})   # emoji, marks, ZWJ
+_QUOTE_RE = re.compile(r"[ \t]{0,3}(?:>[ \t]?)+")
+_STOP_ASCII = frozenset("'!\"#$%&()*+,.:;<=>?@^`{|}~[]\\")
 _SPLIT_RE = re.compile(r"[,\s]+")
+_ALL_DIGITS_RE = re.compile(r"[0-9]+")
+_MATH_RE = re.compile(r"\$\$.+?\$\$|\$(?=[^\s$])[^$\n]*?(?<=[^\s\\])\$(?!\d)", re.DOTALL)
 
 
-def _tag_prefix(raw: str) -> str:
-    """The longest prefix of `raw` made of tag characters, without a trailing `/`."""
-    end = 0
-    for ch in raw:
-        if ch.isalnum() or ch in "_-/" or unicodedata.category(ch) in _SYMBOL_CATEGORIES:
-            end += 1
-        else:
-            break
-    return raw[:end].rstrip("/")
+def _stops(ch: str) -> bool:
+    """Whether `ch` ends a tag: Obsidian's set (whitespace, ASCII punctuation but `_-/`, the
+    General and Supplemental Punctuation blocks, which hold the ZWJ and curly quotes), plus
+    control characters. Other punctuation, CJK `，。` included, is part of the tag there."""
+    if ch in _STOP_ASCII or ch.isspace() or ch == "\ufeff":
+        return True
+    code = ord(ch)
+    return 0x2000 <= code <= 0x206F or 0x2E00 <= code <= 0x2E7F or \
+        unicodedata.category(ch) == "Cc"
+
+
+def _tag_at(text: str, pos: int) -> tuple[str, int]:
+    """The tag text after the `#` at `pos` (raw, trailing `/` kept) and where it ends."""
+    end = pos + 1
+    n = len(text)
+    while end < n and not _stops(text[end]):
+        end += 1
+    return text[pos + 1:end], end
 
 
 def _valid(tag: str) -> bool:
-    return bool(tag) and not tag.replace("/", "").isdigit() and not tag.startswith("/")
+    return bool(tag) and not tag.startswith("/") and not _ALL_DIGITS_RE.fullmatch(tag)
+
+
+def _tag_start(chunk: str, pos: int) -> bool:
+    """A `#` opens a tag at a line start, after whitespace or a `|` (table cells; Obsidian
+    reads an escaped pipe before a tag too), or right after a blockquote/callout's `>`."""
+    if pos == 0 or chunk[pos - 1].isspace() or chunk[pos - 1] == "|":
+        return True
+    line_start = chunk.rfind("\n", 0, pos) + 1
+    m = _QUOTE_RE.match(chunk, line_start)
+    return m is not None and m.end() == pos
+
+
+def _math_spans(chunk: str) -> list[tuple[int, int]]:
+    """`$...$` and `$$...$$` of one chunk: math holds no tags in Obsidian."""
+    return [m.span() for m in _MATH_RE.finditer(chunk)] if "$" in chunk else []
 
 
 def body_tags(body: str, kinds: bytearray | None = None) -> list[str]:
@@ -56,13 +86,19 @@ def body_tags(body: str, kinds: bytearray | None = None) -> list[str]:
         if body.find("#", start, end) < 0:
             continue
         chunk = body[start:end]
-        skips = not_prose(chunk)
-        for m in _CANDIDATE_RE.finditer(chunk):
-            if skips and any(s <= m.start() < e for s, e in skips):
-                continue
-            tag = _tag_prefix(m.group(1))
-            if _valid(tag):
-                seen.setdefault(tag.casefold(), tag)
+        skips = not_prose(chunk) + _math_spans(chunk)
+        pos = chunk.find("#")
+        while pos >= 0:
+            if _tag_start(chunk, pos) and not (skips and any(s <= pos < e for s, e in skips)):
+                while True:   # `#a#b` is two tags, as in Obsidian
+                    raw, stop = _tag_at(chunk, pos)
+                    tag = raw.rstrip("/")
+                    if _valid(tag):
+                        seen.setdefault(tag.casefold(), tag)
+                    if not raw or stop >= len(chunk) or chunk[stop] != "#":
+                        break
+                    pos = stop
+            pos = chunk.find("#", pos + 1)
     return list(seen.values())
 
 
