@@ -563,7 +563,9 @@ def _links_as_written(body: str) -> set[tuple[str, str | None]]:
 
 def _check_frontmatter(path: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
     """Refuse badly typed keys the write sets or changes (a hand-kept note's own
-    `status: draft` does not block an edit of another key), and an illegal status move."""
+    `status: draft` does not block an edit of another key), an illegal status move, and a
+    new property name no one could type back (also when it comes in a whole `text`)."""
+    check_new_keys({k: v for k, v in new.items() if isinstance(k, str)}, keep=old)  # `1:` is YAML's
     touched = {k: v for k, v in new.items() if k not in old or old[k] != v}
     errors = type_errors(touched) if touched else []
     if errors:
