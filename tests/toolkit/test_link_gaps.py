@@ -126,3 +126,30 @@ def test_delete_reports_embeds_markdown_and_property_links_it_leaves_dangling(
     # lint (wikilinks only: DESIGN §4) agrees on the one edge left dangling
     assert [(x["source"], x["target"]) for x in lint_dangling(vault).data["items"]] == [
         ("a.md", "Target")]
+
+
+def test_a_move_keeps_hand_written_yaml_of_every_shape_and_changes_only_link_text(
+        make_vault) -> None:
+    """Block scalars with indicators, a multi-line flow map, an anchored map merged
+    elsewhere, an explicit key, a `...` end, quoted keys and tabs after the colon (which the
+    reader and Obsidian accept; the in-place editor's scanner refused them)."""
+    fm = ('---\n'
+          'strip: |-\n  [[Old]]\n  two\n'
+          'indented: |2\n    [[Old]]\n  two\n'
+          'map: {a: "[[Old]]",\n  b: 2}\n'
+          'base: &b\n  rel: "[[Old]]"\n'
+          'merged:\n  <<: *b\n  x: 1\n'
+          '? explicit\n: "[[Old]]"\n'
+          '"quoted key": \'[[Old|it\'\'s]]\'\n'
+          'tabbed:\t"[[Old]]"\t# tab before the comment\n'
+          'plain:\tsee [[Old]]\there\n'
+          '...\n')
+    vault = make_vault({"Old.md": "# Old\n", "hub.md": fm + "Body [[Old]].\n"})
+    before = text(vault, "hub.md")
+    want = split_note(before, "hub.md").frontmatter
+    move(vault, "Old.md", "sub/New b.md")
+    after = text(vault, "hub.md")
+    assert after == before.replace("[[Old", "[[New b")   # only the link text changed
+    got = split_note(after, "hub.md").frontmatter
+    assert got["merged"]["rel"] == got["base"]["rel"] == "[[New b]]"
+    assert got.keys() == want.keys() and got["plain"] == "see [[New b]]\there"
