@@ -12,8 +12,8 @@ Obsidian's tag pane counts both, so a vault kept in Obsidian tags most notes inl
   included (`#项目，` is the tag `项目，`), and so it is here: the tag pane must agree;
 - it holds at least one character other than 0-9 (`#1984` is no tag, `#y1984` and
   `#2024/05` are); a trailing `/` is dropped, a leading one is no tag;
-- none in code (fences, indented code, code spans), HTML comments or math (`$...$`,
-  `$$...$$`); `%% %%` comments count, as in Obsidian's metadata cache.
+- none in code (fences, indented code, code spans), HTML comments, math (`$...$`,
+  `$$...$$`) or wikilinks (`[[note|shown #x]]`); `%% %%` comments count, as in Obsidian's metadata cache.
 
 The `tags` (and legacy `tag`) property: a list, or a string of tags separated by commas or
 spaces (what Obsidian reads from `tags: a, b`); a leading `#` is dropped.
@@ -35,6 +35,7 @@ _QUOTE_RE = re.compile(r"[ \t]{0,3}(?:>[ \t]?)+")
 _STOP_ASCII = frozenset("'!\"#$%&()*+,.:;<=>?@^`{|}~[]\\")
 _SPLIT_RE = re.compile(r"[,\s]+")
 _ALL_DIGITS_RE = re.compile(r"[0-9]+")
+_WIKI_RE = re.compile(r"!?\[\[[^\[\]\n]*\]\]")
 _MATH_RE = re.compile(r"\$\$.+?\$\$|\$(?=[^\s$])[^$\n]*?(?<=[^\s\\])\$(?!\d)", re.DOTALL)
 
 
@@ -72,9 +73,13 @@ def _tag_start(chunk: str, pos: int) -> bool:
     return m is not None and m.end() == pos
 
 
-def _math_spans(chunk: str) -> list[tuple[int, int]]:
-    """`$...$` and `$$...$$` of one chunk: math holds no tags in Obsidian."""
-    return [m.span() for m in _MATH_RE.finditer(chunk)] if "$" in chunk else []
+def _no_tag_spans(chunk: str) -> list[tuple[int, int]]:
+    """Math (`$...$`, `$$...$$`) and wikilinks (`[[note|shown #x]]`) of one chunk: Obsidian
+    reads no tags in them."""
+    spans = [m.span() for m in _MATH_RE.finditer(chunk)] if "$" in chunk else []
+    if "[[" in chunk:
+        spans += [m.span() for m in _WIKI_RE.finditer(chunk)]
+    return spans
 
 
 def body_tags(body: str, kinds: bytearray | None = None) -> list[str]:
@@ -86,7 +91,7 @@ def body_tags(body: str, kinds: bytearray | None = None) -> list[str]:
         if body.find("#", start, end) < 0:
             continue
         chunk = body[start:end]
-        skips = not_prose(chunk) + _math_spans(chunk)
+        skips = not_prose(chunk) + _no_tag_spans(chunk)
         pos = chunk.find("#")
         while pos >= 0:
             if _tag_start(chunk, pos) and not (skips and any(s <= pos < e for s, e in skips)):

@@ -47,6 +47,7 @@ def test_text_without_tags(text: str) -> None:
     # no tags: math, entities, escapes, full-width sign, URLs, HTML attributes
     ("$#x$ and $a #m$ and $$\n#block\n$$ costs $5 #real and $6", ["real"]),
     ("&#123; \\#esc ＃全角 https://x.com/#frag <a href='#x'>", []),
+    ("[[note|#alias]] [[a note #x]] ![[pic|#y]] #real", ["real"]),
 ])
 def test_odd_inputs_follow_obsidian(text: str, tags: list[str]) -> None:
     assert body_tags(text) == tags
