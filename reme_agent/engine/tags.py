@@ -23,8 +23,9 @@ Matching is case-insensitive everywhere (Obsidian's); the first spelling seen is
 from __future__ import annotations
 
 import re
-import unicodedata
-from collections.abc import Iterable, Mapping
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Mapping
+from itertools import accumulate
 from typing import Any
 
 from reme_agent.engine.links import not_prose, prose_chunks
@@ -32,42 +33,34 @@ from reme_agent.engine.links import not_prose, prose_chunks
 __all__ = ["body_tags", "merge_tags", "property_tags"]
 
 _QUOTE_RE = re.compile(r"[ \t]{0,3}(?:>[ \t]?)+")
-_STOP_ASCII = frozenset("'!\"#$%&()*+,.:;<=>?@^`{|}~[]\\")
+# A `#` opens a tag at a line start, after whitespace or a `|` (table cells; Obsidian reads an
+# escaped pipe before a tag too), or right after a blockquote/callout's `>` markers.
+_HASH_RE = re.compile(r"(?:^|(?<=[\s|>]))#", re.MULTILINE)
+# What a tag runs over: not whitespace, ASCII punctuation but `_-/`, the General and
+# Supplemental Punctuation blocks (the ZWJ, curly quotes, `…`), control characters, the BOM:
+# Obsidian's stop set (control characters added). CJK `，。` and other marks are part of it.
+_BODY_RE = re.compile("[^\\s'!\"#$%&()*+,.:;<=>?@^`{|}~\\[\\]\\\\"
+                      "\u2000-\u206f\u2e00-\u2e7f\x00-\x1f\x7f-\x9f\ufeff]*")
 _SPLIT_RE = re.compile(r"[,\s]+")
 _ALL_DIGITS_RE = re.compile(r"[0-9]+")
 _WIKI_RE = re.compile(r"!?\[\[[^\[\]\n]*\]\]")
 _MATH_RE = re.compile(r"\$\$.+?\$\$|\$(?=[^\s$])[^$\n]*?(?<=[^\s\\])\$(?!\d)", re.DOTALL)
 
 
-def _stops(ch: str) -> bool:
-    """Whether `ch` ends a tag: Obsidian's set (whitespace, ASCII punctuation but `_-/`, the
-    General and Supplemental Punctuation blocks, which hold the ZWJ and curly quotes), plus
-    control characters. Other punctuation, CJK `，。` included, is part of the tag there."""
-    if ch in _STOP_ASCII or ch.isspace() or ch == "\ufeff":
-        return True
-    code = ord(ch)
-    return 0x2000 <= code <= 0x206F or 0x2E00 <= code <= 0x2E7F or \
-        unicodedata.category(ch) == "Cc"
-
-
 def _tag_at(text: str, pos: int) -> tuple[str, int]:
     """The tag text after the `#` at `pos` (raw, trailing `/` kept) and where it ends."""
-    end = pos + 1
-    n = len(text)
-    while end < n and not _stops(text[end]):
-        end += 1
-    return text[pos + 1:end], end
+    m = _BODY_RE.match(text, pos + 1)
+    assert m is not None   # `*`: always matches
+    return m.group(), m.end()
 
 
 def _valid(tag: str) -> bool:
     return bool(tag) and not tag.startswith("/") and not _ALL_DIGITS_RE.fullmatch(tag)
 
 
-def _tag_start(chunk: str, pos: int) -> bool:
-    """A `#` opens a tag at a line start, after whitespace or a `|` (table cells; Obsidian
-    reads an escaped pipe before a tag too), or right after a blockquote/callout's `>`."""
-    if pos == 0 or chunk[pos - 1].isspace() or chunk[pos - 1] == "|":
-        return True
+def _after_quote_marker(chunk: str, pos: int) -> bool:
+    """Whether the `>` before `pos` is a blockquote/callout marker (only markers before it
+    on its line), not text such as `a>#b`."""
     line_start = chunk.rfind("\n", 0, pos) + 1
     m = _QUOTE_RE.match(chunk, line_start)
     return m is not None and m.end() == pos
@@ -82,6 +75,20 @@ def _no_tag_spans(chunk: str) -> list[tuple[int, int]]:
     return spans
 
 
+def _span_test(spans: list[tuple[int, int]]) -> Callable[[int], bool] | None:
+    """pos -> whether it lies in one of `spans` (which may overlap), by bisection."""
+    if not spans:
+        return None
+    spans.sort()
+    starts = [s for s, _ in spans]
+    reach = list(accumulate((e for _, e in spans), max))
+
+    def inside(pos: int) -> bool:
+        i = bisect_right(starts, pos) - 1
+        return i >= 0 and pos < reach[i]
+    return inside
+
+
 def body_tags(body: str, kinds: bytearray | None = None) -> list[str]:
     """The distinct inline tags of a Markdown body (without `#`), in order of first use."""
     if "#" not in body:
@@ -91,19 +98,21 @@ def body_tags(body: str, kinds: bytearray | None = None) -> list[str]:
         if body.find("#", start, end) < 0:
             continue
         chunk = body[start:end]
-        skips = not_prose(chunk) + _no_tag_spans(chunk)
-        pos = chunk.find("#")
-        while pos >= 0:
-            if _tag_start(chunk, pos) and not (skips and any(s <= pos < e for s, e in skips)):
-                while True:   # `#a#b` is two tags, as in Obsidian
-                    raw, stop = _tag_at(chunk, pos)
-                    tag = raw.rstrip("/")
-                    if _valid(tag):
-                        seen.setdefault(tag.casefold(), tag)
-                    if not raw or stop >= len(chunk) or chunk[stop] != "#":
-                        break
-                    pos = stop
-            pos = chunk.find("#", pos + 1)
+        inside = _span_test(not_prose(chunk) + _no_tag_spans(chunk))
+        for m in _HASH_RE.finditer(chunk):
+            pos = m.start()
+            if pos and chunk[pos - 1] == ">" and not _after_quote_marker(chunk, pos):
+                continue
+            if inside is not None and inside(pos):
+                continue
+            while True:   # `#a#b` is two tags, as in Obsidian
+                raw, stop = _tag_at(chunk, pos)
+                tag = raw.rstrip("/")
+                if _valid(tag):
+                    seen.setdefault(tag.casefold(), tag)
+                if not raw or stop >= len(chunk) or chunk[stop] != "#":
+                    break
+                pos = stop
     return list(seen.values())
 
 
