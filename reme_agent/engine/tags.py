@@ -127,7 +127,7 @@ def property_tags(frontmatter: Mapping[str, Any]) -> list[str]:
             if not isinstance(item, str | int | float) or isinstance(item, bool):
                 continue
             for part in _SPLIT_RE.split(str(item)):
-                tag = part.strip().lstrip("#")
+                tag = part.strip().lstrip("#").rstrip("/")   # as inline: `a/` is `a`
                 if tag:
                     out.setdefault(tag.casefold(), tag)
     return list(out.values())

@@ -57,3 +57,4 @@ def test_property_tags_accept_lists_strings_and_the_legacy_key() -> None:
     assert property_tags({"tags": "a, b  c"}) == ["a", "b", "c"]
     assert property_tags({"tags": ["#x", "X", None, True, 7], "tag": "y"}) == ["x", "7", "y"]
     assert property_tags({"tags": {"not": "a list"}}) == []
+    assert property_tags({"tags": ["project/", "#Project"]}) == ["project"]   # as `#project/`
