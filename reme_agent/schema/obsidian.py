@@ -184,7 +184,7 @@ def excluded_folders(root: Path) -> list[str]:
     """Obsidian's "Excluded files" (`userIgnoreFilters` in .obsidian/app.json)."""
     data = _read_json(root / OBSIDIAN_DIR / APP_SETTINGS) or {}
     got = data.get("userIgnoreFilters")
-    return [str(x) for x in got] if isinstance(got, list) else []
+    return [x for x in got if isinstance(x, str)] if isinstance(got, list) else []   # not `None`
 
 
 _excluded_cache: dict[Path, tuple[tuple[int, int], Callable[[str], bool] | None]] = {}

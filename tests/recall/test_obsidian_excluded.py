@@ -98,3 +98,15 @@ def test_odd_app_json_is_no_filter(tmp_path: Path) -> None:
         make(root / ".obsidian/app.json")
         assert excluded_matcher(root) is None, name
         assert link_style(root) is None, name
+
+
+def test_filters_that_are_not_text_are_skipped(tmp_path: Path) -> None:
+    """`[null, 5, "T/"]`: a null once became the prefix "None", hiding `None of it.md`."""
+    from reme_agent.schema.obsidian import excluded_matcher
+
+    root = tmp_path / "v"
+    (root / ".obsidian").mkdir(parents=True)
+    _app(root, [None, 5, "T/"])
+    excluded = excluded_matcher(root)
+    assert excluded is not None and excluded("T/x.md")
+    assert not excluded("None of it.md") and not excluded("5 ideas.md")
