@@ -171,3 +171,14 @@ def test_daily_write_keeps_an_odd_name_already_in_the_note(vault) -> None:
     vault.store.write(day, text)
     daily_write(vault, "standup", "More.", date="2026-12-01", properties={"two\nlines": 2})
     assert property_read(vault, day)["properties"]["two\nlines"] == 2
+
+
+def test_a_nested_name_is_checked_too_and_an_old_nested_one_passes(vault) -> None:
+    with pytest.raises(InvalidArgument, match="property name"):
+        write_note(vault, "notes/new.md", frontmatter={"meta": {"a\nb": 1}}, body="x\n")
+    with pytest.raises(InvalidArgument, match="property name"):
+        write_note(vault, "notes/new.md", frontmatter={"people": [{"name\t": "A"}]}, body="x\n")
+    assert not (vault.root / "notes/new.md").exists()
+    vault.store.write(PERSON, "---\nmeta:\n  ? 'two\n\n    lines'\n  : 1\n---\nbody\n")
+    property_update(vault, PERSON, {"meta": {"two\nlines": 2, "plain": 3}})
+    assert property_read(vault, PERSON)["properties"]["meta"] == {"two\nlines": 2, "plain": 3}
