@@ -347,12 +347,18 @@ def edit_values(text: str, rewrite: Callable[[str], str | None], path: str = "")
 
     edits = [(s, e, _scalar_text(src[s:e], style, old, new))
              for s, e, style, old, new in _value_edits(src, rewrite, seen)]
+    expected = _rewritten(parts.frontmatter, once)
     if not edits:
+        if expected != parts.frontmatter:   # a value only an alias of a key's anchor holds
+            raise FrontmatterEditError(
+                f"Cannot rewrite a link in the properties of {path!r}: the value is an alias "
+                "(`*name`) of an anchor written on a key, which is never rewritten.",
+                "Write the value out in full (without the alias) in an editor, then retry.")
         return text
     for s, e, new_src in reversed(edits):
         src = src[:s] + new_src + src[e:]
     new_text = parts.head[:lead] + src + parts.body
-    _check(new_text, _rewritten(parts.frontmatter, once), path)
+    _check(new_text, expected, path)
     return new_text
 
 

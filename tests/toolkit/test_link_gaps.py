@@ -9,8 +9,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from reme_agent.engine.links import extract_links, property_links
 from reme_agent.engine.parser import split_note
+from reme_agent.errors import FrontmatterEditError
 from reme_agent.toolkit.files import delete, move
 from reme_agent.toolkit.lint import lint_dangling
 from reme_agent.toolkit.notes import write_note
@@ -153,3 +156,15 @@ def test_a_move_keeps_hand_written_yaml_of_every_shape_and_changes_only_link_tex
     got = split_note(after, "hub.md").frontmatter
     assert got["merged"]["rel"] == got["base"]["rel"] == "[[New b]]"
     assert got.keys() == want.keys() and got["plain"] == "see [[New b]]\there"
+
+
+def test_a_property_link_that_cannot_be_rewritten_refuses_the_move_whole(make_vault) -> None:
+    """`v: *k` where the anchor `&k` sits on a key: the value reads "[[Old]]" but only a key
+    holds its text, and keys are never rewritten. The move went through and left the
+    property pointing at nothing; now it is refused and no file changes."""
+    hub = '---\n? &k "[[Old]]"\n: 1\nv: *k\n---\nBody\n'
+    vault = make_vault({"Old.md": "# Old\n", "hub.md": hub, "b.md": "see [[Old]]\n"})
+    with pytest.raises(FrontmatterEditError, match="alias"):
+        move(vault, "Old.md", "New.md")
+    assert text(vault, "hub.md") == hub and text(vault, "b.md") == "see [[Old]]\n"
+    assert (vault.root / "Old.md").exists() and not (vault.root / "New.md").exists()
