@@ -529,7 +529,8 @@ def _after_own_block(chunk: str) -> int:
     second_end = chunk.find("\n", first_end + 1)
     second_end = len(chunk) if second_end < 0 else second_end
     q2 = _QUOTES_RE.match(chunk, first_end + 1).end()
-    if chunk[quotes:first_end].strip() and _SETEXT_RE.match(chunk, q2, second_end):
+    if chunk[quotes:first_end].strip() and _SETEXT_RE.match(chunk, q2, second_end) \
+            and not _DEFINITION_RE.match(chunk, 0, first_end):   # `[a]: x.md` over `---`
         return second_end + 1
     return 0
 
