@@ -98,11 +98,17 @@ def body_tags(body: str, kinds: bytearray | None = None) -> list[str]:
         if body.find("#", start, end) < 0:
             continue
         chunk = body[start:end]
-        inside = _span_test(not_prose(chunk) + _no_tag_spans(chunk))
+        inside: Callable[[int], bool] | None = None
+        spans_read = False   # code, comments, math, wikilinks: found once a tag may need them
         for m in _HASH_RE.finditer(chunk):
             pos = m.start()
+            if pos + 1 >= len(chunk) or not _BODY_RE.match(chunk, pos + 1).end() > pos + 1:
+                continue   # `# Heading`, `##`: nothing after the sign
             if pos and chunk[pos - 1] == ">" and not _after_quote_marker(chunk, pos):
                 continue
+            if not spans_read:
+                inside = _span_test(not_prose(chunk) + _no_tag_spans(chunk))
+                spans_read = True
             if inside is not None and inside(pos):
                 continue
             while True:   # `#a#b` is two tags, as in Obsidian
