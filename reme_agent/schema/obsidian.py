@@ -27,6 +27,7 @@ formats back to itself.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import logging
@@ -253,7 +254,7 @@ def _matcher(filters: list[str]) -> Callable[[str], bool] | None:
             except TimeoutError:
                 log.warning("Obsidian excluded-files filter /%s/ took over %.0f ms on one "
                             "path and is ignored", pattern.pattern, _REGEX_TIMEOUT_S * 1000)
-                if pattern in patterns:
+                with contextlib.suppress(ValueError):   # another search dropped it first
                     patterns.remove(pattern)
         return False
     return excluded
