@@ -216,8 +216,25 @@ _MAX_FILTERS = 1000
 _MAX_PATTERN_CHARS = 1000
 _REGEX_TIMEOUT_S = 0.05
 """Bounds on what app.json may ask of every search: a filter list or pattern past these is
-cut, and a pattern that runs longer than this on one path (catastrophic backtracking, e.g.
-`/(a+)+$/`) is dropped for the rest of the process, with one warning."""
+cut (so is a pattern whose counted repeats multiply past `_MAX_REPEATS`), and a pattern
+that runs longer than this on one path (catastrophic backtracking, e.g. `/(a+)+$/`) is
+dropped for the rest of the process, with one warning."""
+
+
+_MAX_REPEATS = 10_000
+_COUNT_RE = re.compile(r"\{(\d*)(?:,(\d*))?\}")
+
+
+def _repeat_product(pattern: str) -> int:
+    """The product of a pattern's counted repeats (`{600}`, `{2,9}`): compiling costs about
+    that much (`(?:x{6000}){600}` took 1.5 s, `(?:x{60000}){60000}` did not finish), and no
+    timeout covers compiling."""
+    product = 1
+    for m in _COUNT_RE.finditer(pattern):
+        product *= max(1, int(m.group(2) or m.group(1) or 1))
+        if product > _MAX_REPEATS:
+            break
+    return product
 
 
 def _matcher(filters: list[str]) -> Callable[[str], bool] | None:
@@ -226,9 +243,8 @@ def _matcher(filters: list[str]) -> Callable[[str], bool] | None:
     for raw in filters[:_MAX_FILTERS]:
         text = unicodedata.normalize("NFC", raw.strip())
         if len(text) > 2 and text.startswith("/") and text.endswith("/"):
-            if len(text) > _MAX_PATTERN_CHARS:
-                log.warning("Obsidian excluded-files filter of %d characters is ignored",
-                            len(text))
+            if len(text) > _MAX_PATTERN_CHARS or _repeat_product(text) > _MAX_REPEATS:
+                log.warning("Obsidian excluded-files filter %.60r is too big to apply", text)
                 continue
             try:
                 patterns.append(regex.compile(text[1:-1]))

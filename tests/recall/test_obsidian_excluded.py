@@ -62,6 +62,18 @@ def test_a_catastrophic_pattern_is_bounded_and_dropped(tmp_path: Path) -> None:
     assert excluded("Templates/x.md") is True
 
 
+def test_a_pattern_too_big_to_compile_is_skipped(tmp_path: Path) -> None:
+    """Compiling costs about the product of a pattern's counted repeats and no timeout
+    covers it: `/(?:x{60000}){60000}/` hung opening the matcher."""
+    from reme_agent.schema.obsidian import excluded_matcher
+
+    root = tmp_path / "v"
+    (root / ".obsidian").mkdir(parents=True)
+    _app(root, ["/(?:x{60000}){60000}/", "/^drafts\\//"])
+    excluded = excluded_matcher(root)
+    assert excluded is not None and excluded("drafts/a.md") and not excluded("x/a.md")
+
+
 def test_windows_and_unicode_filters(tmp_path: Path) -> None:
     """A filter typed with backslashes, and a folder name whose file system spelling is NFD
     (macOS) while app.json holds NFC, exclude the folder all the same."""
