@@ -29,6 +29,57 @@ from reme_agent.errors import FrontmatterEditError
 
 __all__ = ["KeySpan", "edit_frontmatter", "edit_values", "key_lines", "key_spans"]
 
+class _MarkLoader(yaml.SafeLoader):
+    """The pure-Python loader (its marks are str offsets) with libyaml's tab rule: a tab
+    separates tokens anywhere but in a line's indentation. The reader (`engine.codec`, libyaml)
+    accepts `k:<TAB>"x"`, as Obsidian does; without this an edit of such a note failed in the
+    scanner."""
+
+    def scan_to_next_token(self) -> None:
+        if self.index == 0 and self.peek() == "\ufeff":
+            self.forward()
+        while True:
+            while self.peek() == " " or (self.peek() == "\t" and not self._indenting()):
+                self.forward()
+            if self.peek() == "#":
+                while self.peek() not in "\0\r\n\x85\u2028\u2029":
+                    self.forward()
+            if not self.scan_line_break():
+                return
+            if not self.flow_level:
+                self.allow_simple_key = True
+
+    def scan_plain_spaces(self, indent: int, start_mark: Any) -> list[str] | None:
+        """Spaces inside a plain scalar, tabs included (`k: a<TAB>b` reads `a<TAB>b`)."""
+        length = 0
+        while self.peek(length) in " \t":
+            length += 1
+        blank = self.prefix(length)
+        if "\t" not in blank:
+            return super().scan_plain_spaces(indent, start_mark)
+        self.forward(length)
+        chunks = super().scan_plain_spaces(indent, start_mark)
+        return [blank] if chunks == [] else chunks
+
+    def _indenting(self) -> bool:
+        """Whether only spaces and tabs precede this point on its line (block context)."""
+        if self.flow_level:
+            return False
+        start = self.pointer - self.column
+        return not self.buffer[start:self.pointer].strip(" \t")
+
+
+def _events(src: str) -> Iterator[Any]:
+    """The YAML events of `src`, with str offsets as marks; a scanner error the reader did
+    not raise becomes a FrontmatterEditError (a clear refusal, nothing written)."""
+    try:
+        yield from yaml.parse(src, Loader=_MarkLoader)
+    except yaml.YAMLError as exc:
+        raise FrontmatterEditError(
+            f"Cannot edit this frontmatter in place: {str(exc).splitlines()[0]}.",
+            "Rewrite the properties in an editor so every key starts its own line.") from None
+
+
 _NODE_START = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
 _NODE_END = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
 
@@ -47,7 +98,7 @@ class KeySpan:
 def key_spans(fm: str) -> list[KeySpan] | None:
     """Each top-level key's line span in `fm` (LF YAML text); None when the lines cannot
     be told apart (a flow mapping ``{a: 1, b: 2}`` as the whole block, two keys on a line)."""
-    events = iter(yaml.parse(fm, Loader=yaml.SafeLoader))  # pure Python: marks are str offsets
+    events = iter(_events(fm))
     top = None
     for ev in events:
         if isinstance(ev, yaml.DocumentStartEvent):
@@ -117,7 +168,7 @@ def key_lines(text: str) -> dict[str, int]:
     yaml_text = normalize_eol(parts.head.removeprefix("\ufeff")).split("\n", 1)[1]
     try:
         spans = key_spans(yaml_text)
-    except yaml.YAMLError:
+    except FrontmatterEditError:   # a scanner error, as `_events` reports it
         return {}
     return {s.key: s.first + 2 for s in spans or () if s.key is not None}
 
@@ -296,12 +347,18 @@ def edit_values(text: str, rewrite: Callable[[str], str | None], path: str = "")
 
     edits = [(s, e, _scalar_text(src[s:e], style, old, new))
              for s, e, style, old, new in _value_edits(src, rewrite, seen)]
+    expected = _rewritten(parts.frontmatter, once)
     if not edits:
+        if expected != parts.frontmatter:   # a value only an alias of a key's anchor holds
+            raise FrontmatterEditError(
+                f"Cannot rewrite a link in the properties of {path!r}: the value is an alias "
+                "(`*name`) of an anchor written on a key, which is never rewritten.",
+                "Write the value out in full (without the alias) in an editor, then retry.")
         return text
     for s, e, new_src in reversed(edits):
         src = src[:s] + new_src + src[e:]
     new_text = parts.head[:lead] + src + parts.body
-    _check(new_text, _rewritten(parts.frontmatter, once), path)
+    _check(new_text, expected, path)
     return new_text
 
 
@@ -312,7 +369,7 @@ def _value_edits(src: str, rewrite: Callable[[str], str | None], seen: dict[str,
     each answer."""
     out: list[tuple[int, int, str | None, str, str]] = []
     stack: list[list[bool]] = []   # per open collection: [is a mapping, next node is a key]
-    for ev in yaml.parse(src, Loader=yaml.SafeLoader):   # pure Python: marks are str offsets
+    for ev in _events(src):
         if isinstance(ev, yaml.DocumentEndEvent):
             break
         if isinstance(ev, _NODE_END):
@@ -386,7 +443,7 @@ def _literal_lines(old_src: str, old: list[str], new: list[str]) -> str | None:
 def _plain_ok(value: str) -> bool:
     """Whether `value` reads back as itself written plain as a mapping value and list item."""
     try:
-        return all(yaml.safe_load(doc) == want for doc, want in (
+        return all(yaml.load(doc, Loader=_MarkLoader) == want for doc, want in (
             (f"k: {value}", {"k": value}), (f"- {value}", [value])))
     except yaml.YAMLError:
         return False

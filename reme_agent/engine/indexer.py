@@ -77,11 +77,12 @@ COLLECTION_KEY = "vector_collection"
 GENERATION_KEY = "vector_generation"
 """State meta: the number of the last full rebuild (its collection is `<base>-g<N>`)."""
 DOCUMENTS_KEY = "block_documents"
-DOCUMENTS_VERSION = "4"
+DOCUMENTS_VERSION = "5"
 """State meta: how a note is read into what is indexed ("2": the first block carries the
 description; "3": a link inside an HTML comment is no link, `engine.links`; "4": the
 reference keys of embeds, Markdown links and property links, `state.refkeys`, and a row
-holds the body's inline `#tags`, `engine.tags`). A whole-vault
+holds the body's inline `#tags`, `engine.tags`; "5": tags read by Obsidian's stop set,
+none in math, `#a#b` two). A whole-vault
 run over an index built another way re-reads every file once; block ids follow the
 document, so only blocks whose document changed are embedded again."""
 

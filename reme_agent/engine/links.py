@@ -492,7 +492,7 @@ def _definitions(chunk: str, comments: list[tuple[int, int]],
     a row), as `_markdown_in_chunk` gives links: a definition cannot interrupt a paragraph,
     so the first line that is not one ends them."""
     found: list[tuple[int, int, str, str | None]] = []
-    at = 0
+    at = _after_own_block(chunk)
     while at <= len(chunk):
         end = chunk.find("\n", at)
         end = len(chunk) if end < 0 else end
@@ -506,6 +506,33 @@ def _definitions(chunk: str, comments: list[tuple[int, int]],
                 found.append((d0, d1, *parsed))
         at = end + 1
     return found
+
+
+_QUOTES_RE = re.compile(r"(?:[ \t]*>[ \t]?)*")
+_BREAK_RE = re.compile(r"[ ]{0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
+_SETEXT_RE = re.compile(r"[ ]{0,3}(?:=+|-+)[ \t]*$")
+_CALLOUT_RE = re.compile(r"\[![^\]\n]+\][-+]?(?:[ \t].*)?$")
+
+
+def _after_own_block(chunk: str) -> int:
+    """Where a chunk's definitions may start: past a first line that is a block of its own
+    (a thematic break `***`, a callout's `> [!note]` line, whose body Obsidian reads as a
+    new document) or a setext heading (`Title` over `===`), which the line kinds leave
+    joined to the lines below them."""
+    first_end = chunk.find("\n")
+    if first_end < 0:
+        return 0
+    quotes = _QUOTES_RE.match(chunk).end()
+    if _BREAK_RE.match(chunk, quotes, first_end) or \
+            (quotes and _CALLOUT_RE.match(chunk, quotes, first_end)):
+        return first_end + 1
+    second_end = chunk.find("\n", first_end + 1)
+    second_end = len(chunk) if second_end < 0 else second_end
+    q2 = _QUOTES_RE.match(chunk, first_end + 1).end()
+    if chunk[quotes:first_end].strip() and _SETEXT_RE.match(chunk, q2, second_end) \
+            and not _DEFINITION_RE.match(chunk, 0, first_end):   # `[a]: x.md` over `---`
+        return second_end + 1
+    return 0
 
 
 def _destination(chunk: str, pos: int) -> tuple[int, int, int] | None:

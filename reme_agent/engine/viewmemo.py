@@ -48,7 +48,8 @@ log = logging.getLogger("reme_agent.engine")
 MEMO_FILE = "viewmemo.json"
 """In the vault's internal folder (`.reme/`, or a read-only vault's cache)."""
 SAVE_EVERY = 60.0
-_VERSION = 2   # 2: keys include reference definitions and property links
+_VERSION = 3   # 2: keys include reference definitions and property links; 3: definitions
+#   after a thematic break, a setext heading or a callout line (sweep, session 8)
 _NO_NAMES = LinkNames([], [])
 
 

@@ -27,16 +27,20 @@ formats back to itself.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import logging
 import os
 import re
 import stat
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import regex
 
 from reme_agent.engine.atomic import replaced
 
@@ -181,7 +185,7 @@ def excluded_folders(root: Path) -> list[str]:
     """Obsidian's "Excluded files" (`userIgnoreFilters` in .obsidian/app.json)."""
     data = _read_json(root / OBSIDIAN_DIR / APP_SETTINGS) or {}
     got = data.get("userIgnoreFilters")
-    return [str(x) for x in got] if isinstance(got, list) else []
+    return [x for x in got if isinstance(x, str)] if isinstance(got, list) else []   # not `None`
 
 
 _excluded_cache: dict[Path, tuple[tuple[int, int], Callable[[str], bool] | None]] = {}
@@ -208,24 +212,67 @@ def excluded_matcher(root: Path) -> Callable[[str], bool] | None:
     return matcher
 
 
+_MAX_FILTERS = 1000
+_MAX_PATTERN_CHARS = 1000
+_REGEX_TIMEOUT_S = 0.05
+"""Bounds on what app.json may ask of every search: a filter list or pattern past these is
+cut (so is a pattern whose counted repeats multiply past `_MAX_REPEATS`), and a pattern
+that runs longer than this on one path (catastrophic backtracking, e.g. `/(a+)+$/`) is
+dropped for the rest of the process, with one warning."""
+
+
+_MAX_REPEATS = 10_000
+_COUNT_RE = re.compile(r"\{(\d*)(?:,(\d*))?\}")
+
+
+def _repeat_product(pattern: str) -> int:
+    """The product of a pattern's counted repeats (`{600}`, `{2,9}`): compiling costs about
+    that much (`(?:x{6000}){600}` took 1.5 s, `(?:x{60000}){60000}` did not finish), and no
+    timeout covers compiling."""
+    product = 1
+    for m in _COUNT_RE.finditer(pattern):
+        product *= max(1, int(m.group(2) or m.group(1) or 1))
+        if product > _MAX_REPEATS:
+            break
+    return product
+
+
 def _matcher(filters: list[str]) -> Callable[[str], bool] | None:
     prefixes: list[str] = []
-    patterns: list[re.Pattern[str]] = []
-    for raw in filters:
-        text = raw.strip()
+    patterns: list[regex.Pattern[str]] = []
+    for raw in filters[:_MAX_FILTERS]:
+        text = unicodedata.normalize("NFC", raw.strip())
         if len(text) > 2 and text.startswith("/") and text.endswith("/"):
+            if len(text) > _MAX_PATTERN_CHARS or _repeat_product(text) > _MAX_REPEATS:
+                log.warning("Obsidian excluded-files filter %.60r is too big to apply", text)
+                continue
             try:
-                patterns.append(re.compile(text[1:-1]))
-            except re.error:
+                patterns.append(regex.compile(text[1:-1]))
+            except (regex.error, OverflowError, RecursionError):
                 log.debug("Obsidian excluded-files filter %r is not a valid regex", text)
-        elif text.strip("/"):
-            prefixes.append(text.lstrip("/"))
+        else:
+            prefix = text.replace("\\", "/").lstrip("/")   # a filter typed on Windows
+            if prefix.strip("/"):
+                prefixes.append(prefix)
     if not prefixes and not patterns:
         return None
     starts = tuple(prefixes)
 
     def excluded(path: str) -> bool:
-        return path.startswith(starts) or any(p.search(path) for p in patterns)
+        if not path.isascii():
+            path = unicodedata.normalize("NFC", path)   # macOS file names come as NFD
+        if path.startswith(starts):
+            return True
+        for pattern in list(patterns):
+            try:
+                if pattern.search(path, timeout=_REGEX_TIMEOUT_S):
+                    return True
+            except TimeoutError:
+                log.warning("Obsidian excluded-files filter /%s/ took over %.0f ms on one "
+                            "path and is ignored", pattern.pattern, _REGEX_TIMEOUT_S * 1000)
+                with contextlib.suppress(ValueError):   # another search dropped it first
+                    patterns.remove(pattern)
+        return False
     return excluded
 
 

@@ -47,6 +47,7 @@ from reme_agent.schema.obsidian import DailyNotesLayout, detect_daily_layout, fo
 from reme_agent.toolkit.common import PAGE_STAMP, file_stamp, now_iso, parse_day
 from reme_agent.toolkit.naming import note_path
 from reme_agent.toolkit.notes import (
+    check_new_keys,
     check_write,
     create_note,
     edit_properties,
@@ -331,6 +332,7 @@ def _daily_notes(vault: Vault, lo: _dt.date | None,
 
 def _default_frontmatter(new: dict[str, Any], title: str | None) -> dict[str, Any]:
     """The streaming frontmatter of a new daily note (title first when given)."""
+    check_new_keys(new)
     now = now_iso()
     fm: dict[str, Any] = {"title": title} if title else {}
     fm |= {k: new[k] for k in ("description", "tags") if new.get(k)}
@@ -375,6 +377,7 @@ def _update_of(path: str, text: str, new: dict[str, Any], *,
     if parts.error:
         raise InvalidArgument(f"{path!r} has malformed frontmatter: {parts.error}",
                               "Fix it in an editor (or with `write` text=...) first.")
+    check_new_keys(new, keep=fm)
     if (fm.get("status") or "active") != "active":
         if day_note:
             raise InvalidArgument(f"The day note {path!r} is {fm['status']}; only an active "

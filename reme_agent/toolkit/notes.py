@@ -519,17 +519,30 @@ def _compose(path: str, current: tuple[str, str] | None, body: str | None,
 def check_new_keys(properties: Mapping[str, Any], keep: Mapping[str, Any] = {}) -> None:  # noqa: B006
     """Refuse a property name no one could type back: empty, padded with spaces, or holding
     a line break or another control character (YAML would store it as a quoted multi-line
-    key that Obsidian's property editor cannot show). Keys already in the note (`keep`)
-    pass: a hand-written odd key stays editable."""
-    for key in properties:
-        if key in keep:
-            continue
-        bad = (not isinstance(key, str) or not key.strip() or key != key.strip()
-               or any(unicodedata.category(ch) == "Cc" or ch in "\u2028\u2029" for ch in key))
-        if bad:
+    key that Obsidian's property editor cannot show), at any depth (`{"meta": {"a\\nb": 1}}`).
+    Keys already in the note (`keep`, level by level) pass: a hand-written odd key stays
+    editable. A key that is not text (YAML's `1:`) holds no control character."""
+    for key, value in properties.items():
+        if key not in keep and isinstance(key, str) and (
+                not key.strip() or key != key.strip()
+                or any(unicodedata.category(ch) == "Cc" or ch in "\u2028\u2029" for ch in key)):
             raise InvalidArgument(f"Refused property name {key!r}: a name must be one line of "
                                   "text without control characters or outer spaces.",
                                   'Use a plain name such as "status" or "due date".')
+        _check_nested_keys(value, keep.get(key) if key in keep else None)
+
+
+def _check_nested_keys(value: Any, old: Any) -> None:
+    """`check_new_keys` inside a map or a list of maps (the old value's keys pass)."""
+    if isinstance(value, Mapping):
+        check_new_keys(value, keep=old if isinstance(old, Mapping) else {})
+    elif isinstance(value, list) and any(isinstance(item, Mapping | list) for item in value):
+        known: dict[Any, Any] = {}
+        for item in old if isinstance(old, list) else ():
+            if isinstance(item, Mapping):
+                known.update(item)
+        for item in value:
+            _check_nested_keys(item, known if isinstance(item, Mapping) else None)
 
 
 def ends_nl(text: str) -> str:
@@ -563,7 +576,9 @@ def _links_as_written(body: str) -> set[tuple[str, str | None]]:
 
 def _check_frontmatter(path: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
     """Refuse badly typed keys the write sets or changes (a hand-kept note's own
-    `status: draft` does not block an edit of another key), and an illegal status move."""
+    `status: draft` does not block an edit of another key), an illegal status move, and a
+    new property name no one could type back (also when it comes in a whole `text`)."""
+    check_new_keys(new, keep=old)
     touched = {k: v for k, v in new.items() if k not in old or old[k] != v}
     errors = type_errors(touched) if touched else []
     if errors:

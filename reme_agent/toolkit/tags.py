@@ -58,7 +58,7 @@ def tags_stat(vault: Vault, tag: str, folder: str = "") -> ToolResult:
         tag: The tag, with or without "#", e.g. "search".
         folder: Only look under this folder; "" for the whole vault.
     """
-    want = tag.strip().lstrip("#").casefold()
+    want = tag.strip().lstrip("#").rstrip("/").casefold()   # "project/" asks for "project"
     if not want:
         raise InvalidArgument("`tag` is empty.", 'Pass a tag such as "search"; see tags_list.')
     base = norm_folder(vault, folder)

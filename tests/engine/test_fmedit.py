@@ -165,3 +165,15 @@ def split_note_lines(key: str, value: object, owned: list[tuple[str | None, str]
     old = [line for k, line in owned if k == key]
     flow = len(old) == 1 and old[0].rstrip().endswith(("]", "}"))  # `[]` is flow too
     return render_entry(key, value, flow=flow).rstrip("\n").split("\n")
+
+
+def test_tabs_the_reader_accepts_do_not_stop_an_edit() -> None:
+    """`k:<TAB>value`, a tab before a comment and inside a plain value read fine (libyaml,
+    Obsidian); the in-place editor's pure-Python scanner raised a ScannerError on them."""
+    text = 'a:\t"x"\t# why\nb:\tone\ttwo\nc: 3\n'
+    note = f"---\n{text}---\nbody\n"
+    assert split_note(note).frontmatter == {"a": "x", "b": "one\ttwo", "c": 3}
+    new = edit_frontmatter(note, {"c": 4})
+    assert new == note.replace("c: 3", "c: 4")
+    assert edit_frontmatter(note, {"b": "one\ttwo", "d": 1}) == note.replace("---\nbody",
+                                                                           "d: 1\n---\nbody")

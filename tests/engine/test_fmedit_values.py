@@ -102,7 +102,7 @@ def test_unreadable_frontmatter_is_an_error_and_a_result_that_reads_wrong_is_ref
         edit_values('---\na: "[[Old]]"\n---\n', lambda v: "\ud800" if "[[" in v else None)
 
 
-_PIECES = st.sampled_from(["[[Old]]", "[[Old|x]]", "'", '"', ":", " #", "\\", "中", " ", "-",
+_PIECES = st.sampled_from(["[[Old]]", "[[Old|x]]", "\t", "'", '"', ":", " #", "\\", "中", " ", "-",
                            "[", "]", "{", "}", ",", "&", "*", "!", "%", "@", "`", "|", ">"])
 VALUES = st.lists(_PIECES, min_size=1, max_size=8).map("".join)
 STYLES = st.sampled_from(["plain", "single", "double", "item", "flow"])

@@ -485,6 +485,16 @@ def test_refs_are_embeds_and_markdown_links_to_vault_paths_in_order():
     assert targets(text) == ["a", "k"]   # only wikilinks are edges (DESIGN §4)
 
 
+@pytest.mark.parametrize(("text", "found"), [
+    ("***\n[a]: a.md\n", ["a.md"]), ("Title\n===\n[b]: b.md\n", ["b.md"]),
+    ("> [!note] Links\n> [c]: c.md\n", ["c.md"]),
+    ("[d]: d.md\n---\n", ["d.md"]), ("[e]: e.md\n===\n", ["e.md"]),   # not a heading
+    ("text\n[f]: f.md\n", []), ("> text\n> [g]: g.md\n", []),         # continuations
+])
+def test_a_definition_under_a_block_of_one_line(text: str, found: list[str]) -> None:
+    assert [r.target for r in extract_links(text, refs=True)] == found
+
+
 def test_markdown_destination_is_encoded_as_the_old_one_was():
     assert markdown_destination("old.md", "New Name.md") == "New%20Name.md"
     assert markdown_destination("old.md#H%20x", "a/b c.md") == "a/b%20c.md#H%20x"

@@ -137,3 +137,48 @@ def test_an_odd_name_already_in_the_note_stays_editable(vault) -> None:
     property_update(vault, PERSON, {"two\nlines": 2, "due date": "2026-12-03"})
     assert property_read(vault, PERSON)["properties"] == {"two\nlines": 2,
                                                           "due date": "2026-12-03"}
+
+
+@pytest.mark.parametrize("key", ["a\nb", "tab\there", " padded", "nel\x85"])
+def test_other_write_paths_refuse_such_a_name_too(vault, key: str) -> None:
+    """`daily_write(properties=...)` (the synchronizer's path) and a whole `text` holding
+    the name as a quoted YAML key went around the check."""
+    import yaml
+
+    vault.store.write(PERSON, HAND)
+    day = "daily/2026-12-01/standup/standup.md"
+    with pytest.raises(InvalidArgument, match="property name"):
+        daily_write(vault, "standup", "Notes.", date="2026-12-01", properties={key: 1})
+    assert not (vault.root / day).exists()
+    daily_write(vault, "standup", "Notes.", date="2026-12-01")
+    before = raw(vault, day)
+    with pytest.raises(InvalidArgument, match="property name"):
+        daily_write(vault, "standup", "More.", date="2026-12-01", properties={key: 1})
+    assert raw(vault, day) == before
+    text = "---\n" + yaml.safe_dump({key: 1}) + "---\nbody\n"
+    with pytest.raises(InvalidArgument, match="property name"):
+        write_note(vault, "notes/new.md", text=text)
+    with pytest.raises(InvalidArgument, match="property name"):
+        write_note(vault, PERSON, text=text, overwrite=True,
+                   stamp=vault.store.stamp(PERSON))
+    assert raw(vault, PERSON).decode() == HAND and not (vault.root / "notes/new.md").exists()
+
+
+def test_daily_write_keeps_an_odd_name_already_in_the_note(vault) -> None:
+    day = "daily/2026-12-01/standup/standup.md"
+    daily_write(vault, "standup", "Notes.", date="2026-12-01")
+    text = raw(vault, day).decode().replace("---\n", "---\n? 'two\n\n  lines'\n: 1\n", 1)
+    vault.store.write(day, text)
+    daily_write(vault, "standup", "More.", date="2026-12-01", properties={"two\nlines": 2})
+    assert property_read(vault, day)["properties"]["two\nlines"] == 2
+
+
+def test_a_nested_name_is_checked_too_and_an_old_nested_one_passes(vault) -> None:
+    with pytest.raises(InvalidArgument, match="property name"):
+        write_note(vault, "notes/new.md", frontmatter={"meta": {"a\nb": 1}}, body="x\n")
+    with pytest.raises(InvalidArgument, match="property name"):
+        write_note(vault, "notes/new.md", frontmatter={"people": [{"name\t": "A"}]}, body="x\n")
+    assert not (vault.root / "notes/new.md").exists()
+    vault.store.write(PERSON, "---\nmeta:\n  ? 'two\n\n    lines'\n  : 1\n---\nbody\n")
+    property_update(vault, PERSON, {"meta": {"two\nlines": 2, "plain": 3}})
+    assert property_read(vault, PERSON)["properties"]["meta"] == {"two\nlines": 2, "plain": 3}

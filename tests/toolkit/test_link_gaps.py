@@ -9,8 +9,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from reme_agent.engine.links import extract_links, property_links
 from reme_agent.engine.parser import split_note
+from reme_agent.errors import FrontmatterEditError
 from reme_agent.toolkit.files import delete, move
 from reme_agent.toolkit.lint import lint_dangling
 from reme_agent.toolkit.notes import write_note
@@ -126,3 +129,42 @@ def test_delete_reports_embeds_markdown_and_property_links_it_leaves_dangling(
     # lint (wikilinks only: DESIGN §4) agrees on the one edge left dangling
     assert [(x["source"], x["target"]) for x in lint_dangling(vault).data["items"]] == [
         ("a.md", "Target")]
+
+
+def test_a_move_keeps_hand_written_yaml_of_every_shape_and_changes_only_link_text(
+        make_vault) -> None:
+    """Block scalars with indicators, a multi-line flow map, an anchored map merged
+    elsewhere, an explicit key, a `...` end, quoted keys and tabs after the colon (which the
+    reader and Obsidian accept; the in-place editor's scanner refused them)."""
+    fm = ('---\n'
+          'strip: |-\n  [[Old]]\n  two\n'
+          'indented: |2\n    [[Old]]\n  two\n'
+          'map: {a: "[[Old]]",\n  b: 2}\n'
+          'base: &b\n  rel: "[[Old]]"\n'
+          'merged:\n  <<: *b\n  x: 1\n'
+          '? explicit\n: "[[Old]]"\n'
+          '"quoted key": \'[[Old|it\'\'s]]\'\n'
+          'tabbed:\t"[[Old]]"\t# tab before the comment\n'
+          'plain:\tsee [[Old]]\there\n'
+          '...\n')
+    vault = make_vault({"Old.md": "# Old\n", "hub.md": fm + "Body [[Old]].\n"})
+    before = text(vault, "hub.md")
+    want = split_note(before, "hub.md").frontmatter
+    move(vault, "Old.md", "sub/New b.md")
+    after = text(vault, "hub.md")
+    assert after == before.replace("[[Old", "[[New b")   # only the link text changed
+    got = split_note(after, "hub.md").frontmatter
+    assert got["merged"]["rel"] == got["base"]["rel"] == "[[New b]]"
+    assert got.keys() == want.keys() and got["plain"] == "see [[New b]]\there"
+
+
+def test_a_property_link_that_cannot_be_rewritten_refuses_the_move_whole(make_vault) -> None:
+    """`v: *k` where the anchor `&k` sits on a key: the value reads "[[Old]]" but only a key
+    holds its text, and keys are never rewritten. The move went through and left the
+    property pointing at nothing; now it is refused and no file changes."""
+    hub = '---\n? &k "[[Old]]"\n: 1\nv: *k\n---\nBody\n'
+    vault = make_vault({"Old.md": "# Old\n", "hub.md": hub, "b.md": "see [[Old]]\n"})
+    with pytest.raises(FrontmatterEditError, match="alias"):
+        move(vault, "Old.md", "New.md")
+    assert text(vault, "hub.md") == hub and text(vault, "b.md") == "see [[Old]]\n"
+    assert (vault.root / "Old.md").exists() and not (vault.root / "New.md").exists()

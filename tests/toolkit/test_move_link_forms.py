@@ -5,7 +5,7 @@ Real files on disk: build an indexed vault, `move`, then read the files back.
 
 from __future__ import annotations
 
-from reme_agent.toolkit.files import move
+from reme_agent.toolkit.files import delete, move
 from reme_agent.toolkit.lint import lint_dangling
 from reme_agent.toolkit.retrieve import graph_traverse
 from tests.toolkit.conftest import build
@@ -169,3 +169,22 @@ def test_a_move_rewrites_reference_definitions_keeping_their_form(make_vault) ->
     assert "[up]: ../other/Target.md" in text(vault, "archive/New Name.md")
     move(vault, "other/Target.md", "other/deep/Target 2.md")
     assert "[up]: ../other/deep/Target%202.md" in text(vault, "archive/New Name.md")
+
+
+def test_definitions_after_a_block_of_one_line_are_rewritten_and_reported(make_vault) -> None:
+    """A definition right under a thematic break, a setext heading or a callout's `[!note]`
+    line opens a block of its own (CommonMark; Obsidian reads a callout's body as a new
+    document); the line kinds join those lines, and such a definition was left stale by a
+    move and missing from a delete's report. A line continuing a paragraph still is none."""
+    hub = ("Intro [a][a], [b][b], [c][c].\n\n***\n[a]: Old.md\n\n"
+           "Title\n=====\n[b]: Old.md\n\n> [!note] Links\n> [c]: Old.md\n\n"
+           "> text first\n> [d]: Old.md\n")
+    vault = make_vault({"Old.md": "# Old\n", "hub.md": hub})
+    out = move(vault, "Old.md", "sub/New.md")
+    want = hub
+    for ref in "abc":
+        want = want.replace(f"[{ref}]: Old.md", f"[{ref}]: New.md")   # shortest, as before
+    assert text(vault, "hub.md") == want
+    assert out.data["rewritten"] == [{"path": "hub.md", "links": 3}]
+    report = delete(vault, "sub/New.md")
+    assert sorted(e["line"] for e in report.data["dangling"]) == [4, 8, 11]

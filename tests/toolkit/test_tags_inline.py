@@ -40,6 +40,7 @@ def test_inline_tags_count_from_rows_and_from_hand_edits(tmp_path: Path) -> None
         assert _counts(v) == {"Search": 1, "project/alpha": 1, "Project/Beta": 1}
         assert [n["path"] for n in tags_stat(v, "project")["notes"]] == [
             "knowledge/a/a.md", "knowledge/b/b.md"]
+        assert tags_stat(v, "#project/")["count"] == 2   # a trailing / as in a nested tag
         # a hand edit the index has not seen yet is read from the file
         (root / "knowledge/c/c.md").write_text("# C\n\nNow #search too.\n", encoding="utf-8")
         assert _counts(v)["Search"] == 2
