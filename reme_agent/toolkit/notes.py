@@ -516,12 +516,13 @@ def _compose(path: str, current: tuple[str, str] | None, body: str | None,
                             [k for k in old if k not in frontmatter], path)
 
 
-def check_new_keys(properties: Mapping[str, Any], keep: Mapping[str, Any] = {}) -> None:  # noqa: B006
+def check_new_keys(properties: Mapping[str, Any], keep: Mapping[str, Any] | None = None) -> None:
     """Refuse a property name no one could type back: empty, padded with spaces, or holding
     a line break or another control character (YAML would store it as a quoted multi-line
     key that Obsidian's property editor cannot show), at any depth (`{"meta": {"a\\nb": 1}}`).
     Keys already in the note (`keep`, level by level) pass: a hand-written odd key stays
     editable. A key that is not text (YAML's `1:`) holds no control character."""
+    keep = keep if keep is not None else {}
     for key, value in properties.items():
         if key not in keep and isinstance(key, str) and (
                 not key.strip() or key != key.strip()
