@@ -345,9 +345,11 @@ def edit_values(text: str, rewrite: Callable[[str], str | None], path: str = "")
             seen[value] = rewrite(value)
         return seen[value]
 
+    expected = _rewritten(parts.frontmatter, once)
+    if expected == parts.frontmatter:   # nothing to rewrite: not even scanned (the reader
+        return text                     # took it; the offset scanner is stricter, `_events`)
     edits = [(s, e, _scalar_text(src[s:e], style, old, new))
              for s, e, style, old, new in _value_edits(src, rewrite, seen)]
-    expected = _rewritten(parts.frontmatter, once)
     if not edits:
         if expected != parts.frontmatter:   # a value only an alias of a key's anchor holds
             raise FrontmatterEditError(
@@ -384,7 +386,9 @@ def _value_edits(src: str, rewrite: Callable[[str], str | None], seen: dict[str,
             stack.append([isinstance(ev, yaml.MappingStartEvent), True])
         elif (isinstance(ev, yaml.ScalarEvent) and not is_key and stack
               and ev.tag in (None, "!", "tag:yaml.org,2002:str")):
-            new = seen[ev.value] = rewrite(ev.value)
+            if ev.value not in seen:   # asked once per scalar (`rewrite` may count)
+                seen[ev.value] = rewrite(ev.value)
+            new = seen[ev.value]
             if new is not None and new != ev.value:
                 start = _after_properties(src, ev.start_mark.index)
                 out.append((start, ev.end_mark.index, ev.style, ev.value, new))
