@@ -106,3 +106,18 @@ class PerProcess:
             if self._db is not None:
                 self._db.close()
                 self._db = None
+
+
+class ProcessBound:
+    """`_db` and `_lock` of a holder, read through its `_proc` (a `PerProcess`) on every use,
+    so each holder of a `.reme/` SQLite file spells the pid switch once, here."""
+
+    _proc: PerProcess
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        return self._proc.db
+
+    @property
+    def _lock(self) -> Any:
+        return self._proc.lock

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from reme_agent.engine.perprocess import PerProcess
+from reme_agent.engine.perprocess import PerProcess, ProcessBound
 from reme_agent.errors import StorageError
 
 __all__ = ["LEASE_SECONDS", "MAX_ATTEMPTS", "QUEUE_FILE", "QueueItem", "Status", "WorkQueue"]
@@ -110,7 +110,7 @@ def _item(row: tuple[Any, ...]) -> QueueItem:
                      lease_until=_iso(row[12]))
 
 
-class WorkQueue:
+class WorkQueue(ProcessBound):
     """The durable queue at `path`; one connection, shared by this object's threads."""
 
     def __init__(self, path: Path, *, max_attempts: int = MAX_ATTEMPTS,
@@ -131,14 +131,6 @@ class WorkQueue:
     def _connect(self) -> sqlite3.Connection:
         return sqlite3.connect(self.path, timeout=30, isolation_level=None,
                                check_same_thread=False)
-
-    @property
-    def _db(self) -> sqlite3.Connection:
-        return self._proc.db
-
-    @property
-    def _lock(self) -> threading.Lock:
-        return self._proc.lock
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:

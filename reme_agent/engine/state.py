@@ -15,13 +15,13 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reme_agent.engine.perprocess import PerProcess
+from reme_agent.engine.perprocess import PerProcess, ProcessBound
 from reme_agent.errors import StorageError
 
 log = logging.getLogger("reme_agent.index")
@@ -91,7 +91,7 @@ class BlockRow:
     tokens: list[str] = field(default_factory=list)
 
 
-class IndexState:
+class IndexState(ProcessBound):
     """Thread-safe access to the index database (one connection, serialised)."""
 
     def __init__(self, path: Path) -> None:
@@ -145,14 +145,6 @@ class IndexState:
         db.execute("PRAGMA synchronous=NORMAL")
         return db
 
-    @property
-    def _db(self) -> sqlite3.Connection:
-        return self._proc.db
-
-    @property
-    def _lock(self) -> threading.RLock:
-        return self._proc.lock
-
     def _ensure_status_index(self) -> None:
         """An index on the frontmatter `status`, so the notes with one status are a lookup
         (recall's archived set), added to databases made before it (0.18 s at 100k notes,
@@ -168,40 +160,37 @@ class IndexState:
             self.status_indexed = False
 
     def _ensure_tags_column(self) -> None:
-        """The `tags` column (inline `#tags`), added to databases made before it; rows from
-        before hold `[]` until the next whole-vault run re-reads every note (the indexer's
-        DOCUMENTS_VERSION moved with it). A read-only copy goes without (rows read `[]`)."""
-        try:
-            columns = {r[1] for r in self._db.execute("PRAGMA table_info(files)")}
-            if "tags" not in columns:
-                with self._db:
-                    self._db.execute("ALTER TABLE files ADD COLUMN tags TEXT NOT NULL "
-                                     "DEFAULT '[]'")
-        except sqlite3.OperationalError as exc:
-            log.debug("no tags column: %s", exc)
+        """The `tags` column (inline `#tags`); rows from before hold `[]` until the next
+        whole-vault run re-reads every note (the indexer's DOCUMENTS_VERSION moved with it).
+        A read-only copy goes without (rows read `[]`)."""
+        self._add_missing("tags column", lambda: "tags" in {
+            r[1] for r in self._db.execute("PRAGMA table_info(files)")},
+            "ALTER TABLE files ADD COLUMN tags TEXT NOT NULL DEFAULT '[]'")
 
     def _ensure_folders(self) -> None:
-        """The folder listings table, added to databases made before it (a read-only copy
-        simply goes without: whole-vault scans then list every folder)."""
-        try:
-            if self._db.execute("SELECT 1 FROM sqlite_master WHERE name='folders'").fetchone():
-                return
-            with self._db:
-                self._db.executescript(_FOLDERS)
-        except sqlite3.OperationalError as exc:
-            log.debug("no folder listings table: %s", exc)
+        """The folder listings table (a read-only copy goes without: whole-vault scans then
+        list every folder)."""
+        self._add_missing("folder listings table", lambda: self._has_table("folders"), _FOLDERS)
 
     def _ensure_refkeys(self) -> None:
-        """The reference-key table, added to databases made before it; its rows come with
-        the next whole-vault run (`indexer.DOCUMENTS_VERSION` 4 re-reads every note once).
-        A read-only copy goes without (it takes no writes, so no create asks it)."""
+        """The reference-key table; its rows come with the next whole-vault run
+        (`indexer.DOCUMENTS_VERSION` re-reads every note once). A read-only copy goes
+        without (it takes no writes, so no create asks it)."""
+        self._add_missing("reference key table", lambda: self._has_table("refkeys"), _REFKEYS)
+
+    def _has_table(self, name: str) -> bool:
+        return self._db.execute("SELECT 1 FROM sqlite_master WHERE name=?",
+                                (name,)).fetchone() is not None
+
+    def _add_missing(self, what: str, present: Callable[[], bool], ddl: str) -> None:
+        """Run `ddl` on a database made before it, unless `present()`: one place for the
+        in-place upgrades, which a read-only copy simply goes without."""
         try:
-            if self._db.execute("SELECT 1 FROM sqlite_master WHERE name='refkeys'").fetchone():
-                return
-            with self._db:
-                self._db.executescript(_REFKEYS)
+            if not present():
+                with self._db:
+                    self._db.executescript(ddl)
         except sqlite3.OperationalError as exc:
-            log.debug("no reference key table: %s", exc)
+            log.debug("no %s: %s", what, exc)
 
     # -- meta --------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:

@@ -21,14 +21,13 @@ import logging
 import operator
 import os
 import sqlite3
-import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reme_agent.engine.perprocess import PerProcess
+from reme_agent.engine.perprocess import PerProcess, ProcessBound
 from reme_agent.engine.state import is_corruption
 
 log = logging.getLogger("reme_agent.index")
@@ -106,21 +105,13 @@ def chunks(values: Iterable[Any], size: int | None = None) -> Iterator[list[Any]
         yield wanted[start:start + size]
 
 
-class NameStore:
+class NameStore(ProcessBound):
     """The tables, a consistent read, and one writer per sync."""
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self._proc = PerProcess(self._connect)   # a forked child opens its own connection
         self._proc.adopt(self._connect())
-
-    @property
-    def _db(self) -> sqlite3.Connection:
-        return self._proc.db
-
-    @property
-    def _lock(self) -> threading.RLock:
-        return self._proc.lock
 
     # -- opening ------------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
