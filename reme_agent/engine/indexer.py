@@ -25,10 +25,8 @@ from typing import Any
 
 from reme_agent.engine.idmap import BlockPaths
 from reme_agent.engine.links import (
-    LINK,
     Link,
     LinkResolver,
-    extract_links,
     file_keys,
     link_key,
     property_links,
@@ -148,11 +146,8 @@ def _names_of(row: FileRow | None) -> LinkNames:
 def _ref_keys(note: ParsedNote) -> set[str]:
     """The `link_key`s of the note's references that are no edges (embeds, Markdown links,
     reference definitions, links in frontmatter values): what a new file may take over."""
-    body = note.body
-    refs = (extract_links(body, refs=True)
-            if "![[" in body or "](" in body or "]:" in body else [])
     fm = note.frontmatter if isinstance(note.frontmatter, dict) else {}
-    targets = [x.target for x in refs if x.kind != LINK]
+    targets = [x.target for x in note.refs]   # read with the links, in one pass
     targets += [x.target for x in property_links(fm)]
     return {link_key(t) or _ANY_KEY for t in targets}
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reme_agent.engine.codec import HANDLER, MAX_FRONTMATTER_BYTES, MAX_YAML_ALIASES
-from reme_agent.engine.links import FENCE, INDENTED, Link, extract_links, line_kinds
+from reme_agent.engine.links import FENCE, INDENTED, LINK, Link, extract_links, line_kinds
 from reme_agent.engine.tags import body_tags
 from reme_agent.errors import ParseError
 
@@ -75,6 +75,7 @@ class ParsedNote:
     links: list[Link]
     error: ParseError | None
     tags: list[str] = field(default_factory=list)   # inline `#tags` of the body
+    refs: list[Link] = field(default_factory=list)  # embeds, Markdown links: no edges
 
 
 # -- frontmatter ------------------------------------------------------------------------------
@@ -303,7 +304,8 @@ def parse_note(path: str, text: str) -> ParsedNote:
     """Parse one file's text; never raises (malformed YAML is reported in `error`)."""
     frontmatter, body, body_start, error = split_frontmatter(text, path)
     kinds = line_kinds(body.split("\n"))  # one structure scan shared by blocks and links
+    found = extract_links(body, body_start, kinds=kinds, refs=True)   # one pass for both
     return ParsedNote(path, frontmatter, body, body_start,
                       split_blocks(body, body_start, kinds=kinds),
-                      extract_links(body, body_start, kinds=kinds), error,
-                      body_tags(body, kinds))
+                      [x for x in found if x.kind == LINK], error, body_tags(body, kinds),
+                      [x for x in found if x.kind != LINK])

@@ -123,10 +123,5 @@ def test_orphans_count_embeds_markdown_links_and_property_links(tmp_path: Path) 
         "prop target.md": "# Prop target\n",
         "code.md": "`[x](alone.md)` and <!-- ![[alone]] -->\n",
     }
-    root = tmp_path / "v"
-    for rel, text in notes.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text, encoding="utf-8")
-    with open_vault(root, SETTINGS, create=True) as v:
-        v.index()
+    with build(tmp_path / "v", notes) as v:
         assert [i["path"] for i in lint_orphans(v, folder="")["items"]] == ["alone.md", "code.md"]

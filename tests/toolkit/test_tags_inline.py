@@ -7,11 +7,10 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from reme_agent.config import Settings
 from reme_agent.toolkit.tags import tags_list, tags_stat
 from reme_agent.vault import open_vault
+from tests.toolkit.conftest import SETTINGS, build
 
-HASH = Settings(embedder={"name": "hash"}, index={"progress": False})
 NOTES = {
     "knowledge/a/a.md": "---\ntags: [Search]\n---\n# A\n\nRanking notes #search #project/alpha\n",
     "knowledge/b/b.md": "# B\n\nPlain #Project/Beta and `#code` <!-- #hidden -->\n\n"
@@ -20,22 +19,13 @@ NOTES = {
 }
 
 
-def _vault(root: Path) -> None:
-    for rel, text in NOTES.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-
-
 def _counts(vault) -> dict[str, int]:
     return {t["tag"]: t["count"] for t in tags_list(vault)["tags"]}
 
 
 def test_inline_tags_count_from_rows_and_from_hand_edits(tmp_path: Path) -> None:
     root = tmp_path / "v"
-    _vault(root)
-    with open_vault(root, HASH, create=True) as v:
-        v.index()
+    with build(root, NOTES) as v:
         # one note counts once per tag, whatever the case or the place it came from
         assert _counts(v) == {"Search": 1, "project/alpha": 1, "Project/Beta": 1}
         assert [n["path"] for n in tags_stat(v, "project")["notes"]] == [
@@ -51,14 +41,12 @@ def test_an_index_from_before_the_tags_column_is_read_again_once(tmp_path: Path)
     from reme_agent.engine import indexer as indexer_mod
 
     root = tmp_path / "v"
-    _vault(root)
-    with open_vault(root, HASH, create=True) as v:
-        v.index()
+    with build(root, NOTES) as v:
         db_path = v.state.path
     with sqlite3.connect(db_path) as db:   # what an index made before the column holds
         db.execute("ALTER TABLE files DROP COLUMN tags")
         db.execute("UPDATE meta SET value='3' WHERE key=?", (indexer_mod.DOCUMENTS_KEY,))
-    with open_vault(root, HASH) as v:
+    with open_vault(root, SETTINGS) as v:
         assert v.state.file("knowledge/b/b.md").tags == []
         report = v.index()
         assert report.embedded == 0   # re-read, nothing re-embedded
