@@ -244,9 +244,18 @@ class Vault:
         not read to learn them), or none when the index was built before they were kept
         (DOCUMENTS_VERSION 4: its rows hold none until the next whole-vault run re-reads
         every note, which writes the version last). Checked when the view asks, once."""
-        if self.state.get_meta(DOCUMENTS_KEY) != DOCUMENTS_VERSION:
+        if not self._refs_indexed():
             return {}
         return indexed_ref_keys(self.state, paths)
+
+    def notes_naming(self, keys: set[str]) -> set[str] | None:
+        """Notes with an embed, Markdown link or property link whose key is one of `keys`,
+        as last indexed; None when the index was built before it kept them (the caller then
+        reads every note)."""
+        return self.state.ref_sources(keys) if self._refs_indexed() else None
+
+    def _refs_indexed(self) -> bool:
+        return self.state.get_meta(DOCUMENTS_KEY) == DOCUMENTS_VERSION
 
     def _read_view_memo(self) -> bytes | None:
         path = self.internal / MEMO_FILE

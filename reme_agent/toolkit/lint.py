@@ -119,14 +119,17 @@ def lint_orphans(vault: Vault, folder: str = KNOWLEDGE) -> ToolResult:
 def _joined_by_references(vault: Vault, view: VaultView, paths: list[str]) -> set[str]:
     """Which of `paths` an embed, Markdown link or property link joins to another file, in
     either direction. Only the notes the index lists as naming one of their keys are read
-    (`IndexState.ref_sources`), and the candidates themselves."""
+    (`Vault.notes_naming`; every note on an index from before it kept them), and the
+    candidates themselves."""
     if not paths:
         return set()
     resolver = view.resolver
     keys = {k for p in paths for k in resolver.keys_of(p)}
     wanted = set(paths)
     joined: set[str] = set()
-    for source in sorted(set(paths) | (vault.state.ref_sources(keys) & view.notes.keys())):
+    naming = vault.notes_naming(keys)
+    naming = set(view.notes) if naming is None else naming & view.notes.keys()
+    for source in sorted(set(paths) | naming):
         for ref in [*view.refs(source), *view.props(source)]:
             hit = resolver.resolve(ref.target, source, markdown=ref.kind == MARKDOWN)
             if hit is None or hit == source:

@@ -122,6 +122,15 @@ def test_orphans_count_embeds_markdown_links_and_property_links(tmp_path: Path) 
         "prop-source.md": "---\nrelated: \"[[prop target]]\"\n---\nbody\n",
         "prop target.md": "# Prop target\n",
         "code.md": "`[x](alone.md)` and <!-- ![[alone]] -->\n",
+        # no candidate itself (it has a wikilink): only the index says it names only-md
+        "linked.md": "[[embedded]] and [the only one](only-md.md)\n",
+        "only-md.md": "# Reached by a Markdown link alone\n",
     }
     with build(tmp_path / "v", notes) as v:
+        assert [i["path"] for i in lint_orphans(v, folder="")["items"]] == ["alone.md", "code.md"]
+        # an index from before the reference keys were kept: every note is read instead
+        from reme_agent.engine.indexer import DOCUMENTS_KEY
+        v.state.set_meta(DOCUMENTS_KEY, "3")
+        with v.state._lock, v.state._db:
+            v.state._db.execute("DELETE FROM refkeys")
         assert [i["path"] for i in lint_orphans(v, folder="")["items"]] == ["alone.md", "code.md"]
