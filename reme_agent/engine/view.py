@@ -33,6 +33,7 @@ from reme_agent.engine.links import (
     Link,
     LinkResolver,
     extract_links,
+    line_kinds,
     link_key,
     property_links,
 )
@@ -118,11 +119,12 @@ def note_meta(store: FileStore, path: str, row: FileRow | None = None,
     except (NotText, NoteNotFound, PathEscape) as exc:
         return NoteMeta(path, {}, [], str(exc))
     parts = split_note(text, path)
+    kinds = line_kinds(parts.body.split("\n"))   # one structure scan for links and tags
     links = [LinkRef(x.target, x.alias, x.predicate, x.line)
-             for x in extract_links(parts.body, parts.body_start)]
+             for x in extract_links(parts.body, parts.body_start, kinds=kinds)]
     size, mtime = stat if stat is not None else (len(data), 0)
     return NoteMeta(path, parts.frontmatter, links, str(parts.error) if parts.error else None,
-                    stamp_of(data), size, mtime, body_tags(parts.body))
+                    stamp_of(data), size, mtime, body_tags(parts.body, kinds))
 
 
 def _refs_of(store: FileStore, meta: NoteMeta | None) -> tuple[list[Link], bool]:
